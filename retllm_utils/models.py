@@ -30,7 +30,7 @@ class NgramEmbedder:
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
         for i, t in enumerate(texts):
-            s = f"  {re.sub(r'\s+', ' ', t.lower().strip())}  "
+            s = "  " + re.sub(r"\s+", " ", t.lower().strip()) + "  "
             for j in range(len(s) - 2):
                 h = int.from_bytes(hashlib.blake2b(s[j:j + 3].encode(), digest_size=4).digest(), "little")
                 out[i, h % self.dim] += 1.0
