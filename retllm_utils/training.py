@@ -1,0 +1,96 @@
+"""LoRA SFT with loss on chosen character spans only, on TRL's SFTTrainer.
+
+Each example is rendered once to (text, spans); tokenizing the whole text with offsets and labelling the
+tokens that overlap a span gives token boundaries identical to inference (see ../shared/notes/libraries.md).
+TRL keeps an existing `labels` column as is, so the loss is exactly the masked loss.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Iterable, Mapping, Sequence
+
+import torch
+from datasets import Dataset
+
+__all__ = ["tokenize_with_spans", "build_sft_dataset", "lora_config", "sft_config", "train_lora",
+           "supervised_text", "IGNORE"]
+
+IGNORE = -100
+
+
+def tokenize_with_spans(tokenizer: Any, text: str, spans: Sequence[tuple[int, int]], max_length: int,
+                        *, mask: bool = True) -> dict[str, list[int]]:
+    """`input_ids` and `labels` (IGNORE outside the spans; everywhere supervised when mask=False).
+
+    Raises ValueError if truncation to `max_length` would cut a supervised span: TRL would otherwise drop or
+    mis-train the example silently.
+    """
+    enc = tokenizer(text, return_offsets_mapping=True, add_special_tokens=False)
+    ids, offsets = enc["input_ids"], enc["offset_mapping"]
+    labels = []
+    for tok, (a, b) in zip(ids, offsets):
+        inside = any(a < e and b > s for s, e in spans)
+        labels.append(tok if (inside or not mask) else IGNORE)
+    if len(ids) > max_length:
+        if any(l != IGNORE for l in labels[max_length:]) and mask:
+            raise ValueError(f"example of {len(ids)} tokens exceeds max_length={max_length} and truncation would "
+                             f"cut a supervised span: raise max_length or shorten the example ({text[:60]!r}...)")
+        ids, labels = ids[:max_length], labels[:max_length]
+    if mask and all(l == IGNORE for l in labels):
+        raise ValueError(f"no supervised token in example {text[:60]!r}...: spans {list(spans)} cover no token")
+    return {"input_ids": list(ids), "labels": labels}
+
+
+def supervised_text(tokenizer: Any, input_ids: Sequence[int], labels: Sequence[int]) -> list[str]:
+    """The supervised stretches decoded, one string per contiguous run (for tests and for showing masks)."""
+    runs, cur = [], []
+    for tok, lab in zip(input_ids, labels):
+        if lab != IGNORE:
+            cur.append(tok)
+        elif cur:
+            runs.append(tokenizer.decode(cur)); cur = []
+    if cur:
+        runs.append(tokenizer.decode(cur))
+    return runs
+
+
+def build_sft_dataset(tokenizer: Any, rows: Iterable[Mapping[str, Any]],
+                      render: Callable[[Any, Mapping[str, Any]], tuple[str, list[tuple[int, int]]]],
+                      max_length: int, *, mask: bool = True) -> Dataset:
+    """A pre-tokenized `datasets.Dataset` (input_ids, labels) that SFTTrainer trains on as is."""
+    out = {"input_ids": [], "labels": []}
+    for row in rows:
+        text, spans = render(tokenizer, row)
+        enc = tokenize_with_spans(tokenizer, text, spans, max_length, mask=mask)
+        out["input_ids"].append(enc["input_ids"]); out["labels"].append(enc["labels"])
+    return Dataset.from_dict(out)
+
+
+def lora_config(r: int = 16, alpha: int = 32, dropout: float = 0.05):
+    """LoRA on every linear projection (as both papers: all projection layers)."""
+    from peft import LoraConfig
+    return LoraConfig(r=r, lora_alpha=alpha, lora_dropout=dropout, target_modules="all-linear", task_type="CAUSAL_LM")
+
+
+def sft_config(output_dir: str, *, lr: float = 2e-4, epochs: float = 1.0, batch_size: int = 16,
+               grad_accum: int = 1, max_length: int = 512, seed: int = 0, max_steps: int = -1,
+               logging_steps: int = 5, **kw: Any):
+    """SFTConfig that trains on the pre-tokenized labels; bf16 only on CUDA (the CPU default fails or drifts)."""
+    from trl import SFTConfig
+    cuda = torch.cuda.is_available()
+    return SFTConfig(
+        output_dir=output_dir, learning_rate=lr, num_train_epochs=epochs, max_steps=max_steps,
+        per_device_train_batch_size=batch_size, gradient_accumulation_steps=grad_accum, max_length=max_length,
+        seed=seed, data_seed=seed, logging_steps=logging_steps, save_strategy="no", report_to="none",
+        bf16=cuda and torch.cuda.is_bf16_supported(), use_cpu=not cuda and not torch.backends.mps.is_available(),
+        lr_scheduler_type=kw.pop("lr_scheduler_type", "cosine"), warmup_ratio=kw.pop("warmup_ratio", 0.05),
+        disable_tqdm=kw.pop("disable_tqdm", True), **kw,
+    )
+
+
+def train_lora(model: Any, tokenizer: Any, train_ds: Dataset, args: Any, peft_config: Any = None):
+    """Train a LoRA adapter with SFTTrainer; returns the trainer (its `state.log_history` has the loss curve)."""
+    from trl import SFTTrainer
+    trainer = SFTTrainer(model=model, args=args, train_dataset=train_ds, processing_class=tokenizer,
+                         peft_config=peft_config or lora_config())
+    trainer.train()
+    return trainer
