@@ -82,7 +82,7 @@ def sft_config(output_dir: str, *, lr: float = 2e-4, epochs: float = 1.0, batch_
         per_device_train_batch_size=batch_size, gradient_accumulation_steps=grad_accum, max_length=max_length,
         seed=seed, data_seed=seed, logging_steps=logging_steps, save_strategy="no", report_to="none",
         bf16=cuda and torch.cuda.is_bf16_supported(), use_cpu=not cuda and not torch.backends.mps.is_available(),
-        lr_scheduler_type=kw.pop("lr_scheduler_type", "cosine"), warmup_ratio=kw.pop("warmup_ratio", 0.05),
+        lr_scheduler_type=kw.pop("lr_scheduler_type", "cosine"), warmup_steps=kw.pop("warmup_steps", 0.05),
         disable_tqdm=kw.pop("disable_tqdm", True), **kw,
     )
 
