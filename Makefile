@@ -4,15 +4,15 @@ SHELL := /bin/bash
 VENV ?= .venv
 PY := $(VENV)/bin/python
 PROFILE ?= cpu
-NOTEBOOKS := $(sort $(wildcard notebooks/[0-9][0-9]_*.ipynb))
 STAMP := $(VENV)/.installed
+NBRUN := .nbrun
 
-.PHONY: install reproduce test clean-runs
+.PHONY: install reproduce test clean
 
 install: $(STAMP)
 
 # A system Python that already has torch (Colab) keeps it: the venv sees system site-packages.
-# Otherwise the CPU build torch==2.13.0 is installed first, so no CUDA build is pulled in.
+# Otherwise the CPU build torch==2.13.0 is installed first, so no multi-GB CUDA build is pulled in.
 $(STAMP): pyproject.toml environment.yml
 	@if [ ! -x $(PY) ]; then \
 	  if python3 -c "import torch" 2>/dev/null; then python3 -m venv --system-site-packages $(VENV); \
@@ -25,14 +25,17 @@ $(STAMP): pyproject.toml environment.yml
 	$(PY) -m ipykernel install --sys-prefix --name python3 >/dev/null
 	touch $(STAMP)
 
-# Every numbered notebook, executed in place with papermill on $(PROFILE); figures land in figures/.
+# Every numbered notebook executed in place with papermill on $(PROFILE); figures land in figures/.
 reproduce: $(STAMP)
-	@for nb in $(NOTEBOOKS); do \
-	  echo "== $$nb (profile=$(PROFILE))"; \
-	  (cd notebooks && ../$(PY) -m papermill --cwd . -k python3 -p profile $(PROFILE) $$(basename $$nb) $$(basename $$nb)) || exit 1; \
-	done
+	$(PY) tools/run_notebooks.py --profile $(PROFILE)
 
-# Unit tests, then every notebook on the smoke profile (papermill, then nbval-lax on the executed copy).
+# Unit tests; then every notebook on the smoke profile with papermill, and nbval re-runs each executed copy
+# and compares the cells marked NBVAL_CHECK_OUTPUT (seeded outputs must come out the same twice).
 test: $(STAMP)
 	$(PY) -m pytest -q tests
-	$(PY) tools/run_notebooks.py --profile smoke
+	rm -rf $(NBRUN) && $(PY) tools/run_notebooks.py --profile smoke --out $(NBRUN)
+	@if ls $(NBRUN)/*.ipynb >/dev/null 2>&1; then \
+	  $(PY) -m pytest -q -p no:cacheprovider --nbval-lax --nbval-current-env $(NBRUN)/*.ipynb; fi
+
+clean:
+	rm -rf $(NBRUN) .pytest_cache
