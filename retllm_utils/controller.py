@@ -66,8 +66,10 @@ class _PauseCriterion(StoppingCriteria):
 class HFGenerator:
     """Greedy generation with a transformers model; pauses through a StoppingCriteria, not after the fact."""
 
-    def __init__(self, model: Any, tokenizer: Any, *, max_new_tokens: int = 96, end: str | None = None):
+    def __init__(self, model: Any, tokenizer: Any, *, max_new_tokens: int = 96, end: str | None = None,
+                 **generate_kwargs: Any):
         self.model, self.tokenizer, self.max_new_tokens = model, tokenizer, max_new_tokens
+        self.generate_kwargs = generate_kwargs  # e.g. a logits_processor
         self.end = end or end_token(tokenizer)
         self.end_id = tokenizer.convert_tokens_to_ids(self.end)
 
@@ -77,7 +79,7 @@ class HFGenerator:
         stops = StoppingCriteriaList([_PauseCriterion(self.tokenizer, ids.shape[1], pause)] if pause else [])
         out = self.model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=self.max_new_tokens,
                                   do_sample=False, eos_token_id=self.end_id, pad_token_id=self.end_id,
-                                  stopping_criteria=stops)
+                                  stopping_criteria=stops, **self.generate_kwargs)
         new = out[0, ids.shape[1]:].tolist()
         ended = self.end_id in new
         if ended:
