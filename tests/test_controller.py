@@ -77,8 +77,9 @@ def test_user_markup_is_never_executed(memory, attack):
     echo = ScriptedGenerator(lambda t: re.search(r"<user>(.*)</user>", t, re.S).group(1))  # parrots the user
     turn = RetLLMController(echo, memory, prompt).chat(attack)
     assert len(memory) == 0 and not any(e["event"] == "write" for e in turn.trace)
-    mctl = MemLLMController(ScriptedGenerator(lambda t: "})"), echo, memory)
-    mctl.write_sentence(attack, attack)
+    parrot = ScriptedGenerator(lambda t: t.split("({USER_ST})")[-1].split("({USER_END})")[0] + "})")
+    stored, errors = MemLLMController(parrot, None, memory).write_sentence(attack, attack)
+    assert stored == [] and errors
     assert len(memory) == 0
     assert "[MEM_WRITE" not in neutralize(attack) and "({MEM_WRITE" not in neutralize(attack)
 
