@@ -1,0 +1,422 @@
+"""RET-LLM's synthetic people–company data set (§3.3, Tables 1–2), seeded and byte-reproducible.
+
+Every person has exactly one relation with one organisation. Each example sees a small *scene*: a few
+people (3–8 by default) and their facts, which are the whole memory for that example, so a `(rel)` or
+`(org)` query has a few results rather than hundreds. People are drawn afresh for every scene and the
+splits draw from disjoint name pools, so test people never occur in training (companies are shared).
+
+A row (one `datasets.Dataset` row per example)::
+
+    user      the user's message (a statement for writes, a question for reads)
+    api       what the model generates: write calls, or a read query ending in ':'
+    reply     what the memory appends to a read (`{..};{..}]`, or `]`); '' for writes
+    answer    the answer sentence for reads ("I don't know." when nothing matched); '' for writes
+    id, kind ("read"/"write"), query_type (QUERY_TYPES or "write"),
+    relation  a RELATIONS key: the relation asked about, written, or (for per/org reads) of the target fact
+    query     [subject, relation, object] with '' for unknown terms; [] for writes
+    triples   reads: the memory's results; writes: the gold triples written
+    memory    the memory before the example, in insertion order (the scene; for a write, without the
+              triples it writes); a read's `triples` are its exact matches in that order
+    scene     the scene's number within its split (one scene per example)
+"""
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator, Sequence
+
+from .api import format_retllm_read_query, format_retllm_read_reply, format_retllm_write
+from .paths import DATA, run_dir
+
+__all__ = [
+    "RELATIONS", "QUERY_TYPES", "SPLITS", "NO_ANSWER", "PROFILE_SIZES", "features",
+    "load_names", "join_names", "lookup", "answer_sentence", "make_dataset", "save_dataset",
+    "dataset_dir", "dataset_meta", "load_synthetic",
+]
+
+RELATIONS = {"employment": "employed by", "manager": "manager of", "investor": "investor in",
+             "founder": "founder of", "customer": "customer of"}
+QUERY_TYPES = ("per", "per_org", "per_rel", "org", "rel", "org_rel")  # RET-LLM Table 1, in its order
+SPLITS = ("train", "validation", "test")
+NO_ANSWER = "I don't know."
+
+# n_train for cpu: one epoch of ~1,500 examples (~110 tokens each) is ~170k tokens, ~20 min of LoRA on 2 cores.
+# n_test 336: with write_frac 0.25 that is 252 reads, 42 of each query type.
+PROFILE_SIZES = {
+    "smoke": {"n_train": 40, "n_val": 10, "n_test": 20},
+    "cpu": {"n_train": 1500, "n_val": 150, "n_test": 336},
+    "gpu": {"n_train": 10000, "n_val": 500, "n_test": 1200},
+}
+
+_SPECIAL = set("\\{}[]>;")  # API delimiters: a name containing one would need escaping, so refuse it
+
+
+@dataclass(frozen=True)
+class _Forms:
+    """How one relation is said: answer predicates, write statements, questions."""
+
+    sg: str  # "{P} is employed by {O}." in answers
+    pl: str
+    write_sg: tuple[str, ...]
+    write_pl: tuple[str, ...]
+    per_rel: tuple[str, ...]  # {X}
+    rel: tuple[str, ...]
+    org_rel: tuple[str, ...]  # {O}
+
+
+_FORMS = {
+    "employment": _Forms(
+        "is employed by", "are employed by",
+        ("{P} is employed by {O}.", "{P} works for {O}.", "{P} works at {O}.", "{O} employs {P}.",
+         "{P} is an employee of {O}."),
+        ("{P} are employed by {O}.", "{P} work for {O}.", "{P} work at {O}.", "{O} employs {P}.",
+         "{P} are employees of {O}."),
+        ("Where is {X} employed?", "Who employs {X}?", "Which company does {X} work for?", "Who is {X}'s employer?"),
+        ("Who is employed by which company?", "Who works for which company?", "Who are the employees?",
+         "List all employees."),
+        ("Who is employed by {O}?", "Who works for {O}?", "Who are the employees of {O}?", "Who does {O} employ?")),
+    "manager": _Forms(
+        "is a manager of", "are managers of",
+        ("{P} is a manager of {O}.", "{P} is a manager at {O}.", "{P} manages {O}.", "{O} is managed by {P}.",
+         "{P} works as a manager at {O}."),
+        ("{P} are managers of {O}.", "{P} are managers at {O}.", "{P} manage {O}.", "{O} is managed by {P}.",
+         "{P} work as managers at {O}."),
+        ("Which company is {X} a manager of?", "What does {X} manage?", "Where is {X} a manager?",
+         "Which company does {X} manage?"),
+        ("Who is a manager of which company?", "Who manages which company?", "Who are the managers?",
+         "List all managers."),
+        ("Who is a manager of {O}?", "Who manages {O}?", "Who are the managers of {O}?", "Who are {O}'s managers?")),
+    "investor": _Forms(
+        "is an investor in", "are investors in",
+        ("{P} is an investor in {O}.", "{P} invests in {O}.", "{P} has invested in {O}.", "{P} holds shares in {O}.",
+         "{O} counts {P} among its investors."),
+        ("{P} are investors in {O}.", "{P} invest in {O}.", "{P} have invested in {O}.", "{P} hold shares in {O}.",
+         "{O} counts {P} among its investors."),
+        ("Which company is {X} an investor in?", "Where has {X} invested?", "What company does {X} invest in?",
+         "Which company has {X} invested in?"),
+        ("Who is an investor in which company?", "Who invests in which company?", "Who are the investors?",
+         "List all investors."),
+        ("Who is an investor in {O}?", "Who invested in {O}?", "Who are the investors in {O}?",
+         "Who are {O}'s investors?")),
+    "founder": _Forms(
+        "is a founder of", "are founders of",
+        ("{P} is a founder of {O}.", "{P} founded {O}.", "{O} was founded by {P}.", "{P} co-founded {O}.",
+         "{P} started {O}."),
+        ("{P} are founders of {O}.", "{P} founded {O}.", "{O} was founded by {P}.", "{P} co-founded {O}.",
+         "{P} started {O}."),
+        ("Which company did {X} found?", "What is {X} the founder of?", "What company was founded by {X}?",
+         "Which company did {X} start?"),
+        ("Who is a founder of which company?", "Who founded which company?", "Who are the founders?",
+         "List all founders."),
+        ("Who is a founder of {O}?", "Who founded {O}?", "Who are the founders of {O}?", "Who started {O}?")),
+    "customer": _Forms(
+        "is a customer of", "are customers of",
+        ("{P} is a customer of {O}.", "{P} is a client of {O}.", "{P} buys from {O}.", "{P} shops at {O}.",
+         "{O} has {P} as a customer."),
+        ("{P} are customers of {O}.", "{P} are clients of {O}.", "{P} buy from {O}.", "{P} shop at {O}.",
+         "{O} has {P} as customers."),
+        ("Which company is {X} a customer of?", "Where is {X} a customer?", "What company does {X} buy from?",
+         "Which company is {X} a client of?"),
+        ("Who is a customer of which company?", "Who buys from which company?", "Who are the customers?",
+         "List all customers."),
+        ("Who is a customer of {O}?", "Who buys from {O}?", "Who are the customers of {O}?",
+         "Who are {O}'s customers?")),
+}
+_PHRASE_KEY = {phrase: key for key, phrase in RELATIONS.items()}
+
+_QUESTIONS = {  # query types whose phrasing does not depend on the relation
+    "per": ("What do you know about {X}?", "Tell me about {X}.", "Who is {X}?", "Which company is {X} connected to?",
+            "How is {X} related to a company?"),
+    "per_org": ("What is the relation between {X} and {O}?", "How is {X} related to {O}?",
+                "What is {X}'s connection to {O}?", "How are {X} and {O} connected?"),
+    "org": ("Who is related to {O}?", "Who is connected to {O}?", "What do you know about {O}?",
+            "Which people are associated with {O}?", "Tell me everyone linked to {O}."),
+}
+
+# Column order of every split; the training notebook and the controller read these names.
+_COLUMNS = ("id", "kind", "query_type", "relation", "user", "api", "reply", "answer", "query", "triples",
+            "memory", "scene")
+
+
+def features():
+    """The column types (explicit, so empty lists and empty splits keep their types)."""
+    from datasets import Features, List, Value
+    triples = List(List(Value("string")))
+    return Features({**{c: Value("string") for c in _COLUMNS[:8]}, "query": List(Value("string")),
+                     "triples": triples, "memory": triples, "scene": Value("int64")})
+
+
+# ------------------------------------------------------------------------------------------ names, text
+def load_names(path: str | Path) -> list[str]:
+    """One name per line (blank lines and '#' comments skipped); refuses duplicates and API delimiters."""
+    path = Path(path)
+    names, seen = [], {}
+    for i, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        name = line.strip()
+        if not name or name.startswith("#"):
+            continue
+        bad = sorted(set(name) & _SPECIAL)
+        if bad:
+            raise ValueError(f"{path}:{i}: {name!r} contains API delimiter(s) {''.join(bad)!r}")
+        if name in seen:
+            raise ValueError(f"{path}:{i}: duplicate name {name!r} (first on line {seen[name]})")
+        seen[name] = i
+        names.append(name)
+    if not names:
+        raise ValueError(f"{path}: no names")
+    return names
+
+
+def join_names(names: Sequence[str]) -> str:
+    """'A', 'A and B', 'A, B, and C' (serial comma), as a person would list them."""
+    names = list(names)
+    if not names:
+        raise ValueError("join_names needs at least one name")
+    if len(names) <= 2:
+        return " and ".join(names)
+    return ", ".join(names[:-1]) + ", and " + names[-1]
+
+
+def lookup(memory: Sequence[Sequence[str]], query: Sequence[str]) -> list[list[str]]:
+    """The memory's exact-match reply: every triple agreeing with each non-empty query term, in memory order."""
+    return [list(t) for t in memory if all(not q or q == x for q, x in zip(query, t))]
+
+
+def answer_sentence(results: Sequence[Sequence[str]]) -> str:
+    """The answer a reader gives from the memory's reply: one sentence per (relation, organisation)."""
+    if not results:
+        return NO_ANSWER
+    groups: dict[tuple[str, str], list[str]] = {}
+    for s, r, o in results:
+        groups.setdefault((r, o), []).append(s)
+    out = []
+    for (r, o), subjects in groups.items():
+        forms = _FORMS[_PHRASE_KEY[r]]
+        out.append(f"{join_names(subjects)} {forms.sg if len(subjects) == 1 else forms.pl} {o}.")
+    return " ".join(out)
+
+
+# ------------------------------------------------------------------------------------------ generation
+def _name_pools(seed: int, first: Sequence[str], last: Sequence[str], sizes: dict[str, int],
+                scene_size: tuple[int, int]) -> dict[str, list[str]]:
+    """Disjoint shuffled full-name pools: test first, then validation, train takes the rest.
+
+    Test and validation reserve the most a split can consume (a full scene plus one outsider per example), so
+    their people depend only on the seed and their own size, not on n_train.
+    """
+    people = sorted({f"{f} {l}" for f in first for l in last})
+    random.Random(seed).shuffle(people)
+    per_example = scene_size[1] + 1
+    n_test, n_val = sizes["test"] * per_example, sizes["validation"] * per_example
+    need = n_test + n_val + sizes["train"] * (sum(scene_size) // 2 + 1)
+    if need > len(people):
+        raise ValueError(f"the name lists give {len(people)} distinct people, but these sizes need about {need}: "
+                         f"add names to the lists or lower the sizes")
+    return {"test": people[:n_test], "validation": people[n_test:n_test + n_val],
+            "train": people[n_test + n_val:]}
+
+
+def _draw(names: Iterator[str], split: str) -> str:
+    try:
+        return next(names)
+    except StopIteration:
+        raise ValueError(f"the {split} split ran out of people: add names to the lists or lower its size") from None
+
+
+def _slots(rng: random.Random, n: int, write_frac: float, no_match_frac: float) -> list[tuple[str, str, bool]]:
+    """(query_type or 'write', relation key, matches) for each example: exact type counts, relations cycled."""
+    n_write = round(n * write_frac)
+    n_read, k = n - n_write, len(QUERY_TYPES)
+    n_miss = round(n_read * no_match_frac)
+    remainder_first = list(QUERY_TYPES)
+    rng.shuffle(remainder_first)  # which types get the odd miss when misses don't divide evenly
+    counts = {"write": (n_write, 0)}
+    for i, t in enumerate(QUERY_TYPES):
+        counts[t] = (n_read // k + (i < n_read % k), n_miss // k + (remainder_first.index(t) < n_miss % k))
+    slots = []
+    for qtype, (count, misses) in counts.items():
+        order = list(RELATIONS)
+        rng.shuffle(order)
+        slots += [(qtype, order[i % len(order)], i >= min(misses, count)) for i in range(count)]
+    rng.shuffle(slots)
+    return slots
+
+
+def _scene(rng: random.Random, names: Iterator[str], split: str, companies: Sequence[str], rel: str, need: str,
+           scene_size: tuple[int, int]) -> list[tuple[str, str, list[str]]]:
+    """Groups (relation key, organisation, people) of a new scene.
+
+    need: 'has' (some group has `rel`), 'lacks' (no fact with `rel`), 'other' (the first group has another relation).
+    A scene uses 1–3 organisations and 2–3 relations, so `(org)` and `(rel)` queries find several facts.
+    """
+    others = [r for r in RELATIONS if r != rel]
+    first = others[rng.randrange(len(others))] if need in ("lacks", "other") else rel
+    pool = [r for r in RELATIONS if r != first and not (need == "lacks" and r == rel)]
+    rels = [first] + rng.sample(pool, rng.choice((1, 2)))
+    orgs = rng.sample(list(companies), rng.choice((1, 2, 2, 3)))
+    left = rng.randint(*scene_size)
+    groups = []
+    while left > 0:
+        r = rels[0] if not groups else rels[rng.randrange(len(rels))]
+        size = min(left, rng.choices((1, 2, 3, 4), weights=(4, 3, 2, 1))[0])
+        groups.append((r, orgs[rng.randrange(len(orgs))], [_draw(names, split) for _ in range(size)]))
+        left -= size
+    return groups
+
+
+def _example(rng: random.Random, names: Iterator[str], split: str, companies: Sequence[str], i: int,
+             slot: tuple[str, str, bool], scene_size: tuple[int, int]) -> dict[str, Any]:
+    qtype, rel, match = slot
+    need = "has"
+    if not match:
+        need = {"rel": "lacks", "org_rel": "lacks", "per_rel": "other"}.get(qtype, "has")
+    groups = _scene(rng, names, split, companies, rel, need, scene_size)
+    facts = [[p, RELATIONS[r], o] for r, o, people in groups for p in people]
+    # Memory order: statement by statement, facts of one (relation, organisation) kept together, so a reply
+    # lists them in the runs the answer sentence names them in.
+    first_seen = {}
+    for r, o, _ in groups:
+        first_seen.setdefault((r, o), len(first_seen))
+    memory = sorted(facts, key=lambda t: first_seen[(_PHRASE_KEY[t[1]], t[2])])
+    row = {"id": f"{split}-{i:05d}", "kind": "read", "query_type": qtype, "relation": rel, "scene": i}
+    if qtype == "write":
+        r, o, people = rng.choice([g for g in groups if g[0] == rel])
+        triples = [[p, RELATIONS[r], o] for p in people]
+        forms = _FORMS[r]
+        template = rng.choice(forms.write_sg if len(people) == 1 else forms.write_pl)
+        row.update(kind="write", user=template.format(P=join_names(people), O=o), api=format_retllm_write(triples),
+                   reply="", answer="", query=[], triples=triples, memory=[t for t in memory if t not in triples])
+        return row
+    target = rng.choice([f for f in facts if f[1] == RELATIONS[rel]] or facts)
+    x, o = target[0], target[2]
+    if not match:
+        scene_orgs = sorted({f[2] for f in facts})
+        if qtype == "per":
+            x = _draw(names, split)  # someone the memory has never heard of
+        elif qtype == "per_org":
+            o = rng.choice([c for c in scene_orgs if c != o] or [c for c in companies if c != o])
+        elif qtype == "per_rel":
+            x = rng.choice([f[0] for f in facts if f[1] != RELATIONS[rel]])  # need='other' made one
+        elif qtype == "org":
+            o = rng.choice([c for c in companies if c not in scene_orgs])
+        elif qtype == "org_rel":
+            o = rng.choice(scene_orgs)
+    phrase = RELATIONS[rel]
+    query = {"per": [x, "", ""], "per_org": [x, "", o], "per_rel": [x, phrase, ""], "org": ["", "", o],
+             "rel": ["", phrase, ""], "org_rel": ["", phrase, o]}[qtype]
+    if qtype in _QUESTIONS:
+        template = rng.choice(_QUESTIONS[qtype])
+    else:
+        template = rng.choice(getattr(_FORMS[rel], qtype))
+    results = lookup(memory, query)
+    if bool(results) != match:
+        raise AssertionError(f"generator bug: {qtype} query {query} on {memory} gave {results}")
+    row.update(user=template.format(X=x, O=o), api=format_retllm_read_query(query),
+               reply=format_retllm_read_reply(results), answer=answer_sentence(results), query=query,
+               triples=results, memory=memory)
+    return row
+
+
+def make_dataset(seed: int = 0, n_train: int = 1500, n_val: int = 150, n_test: int = 336, *,
+                 write_frac: float = 0.25, no_match_frac: float = 0.1, scene_size: Sequence[int] = (3, 8),
+                 first_names: Sequence[str] | None = None, last_names: Sequence[str] | None = None,
+                 companies: Sequence[str] | None = None):
+    """The data set as a `datasets.DatasetDict` (train/validation/test); the same arguments give the same rows.
+
+    `write_frac` of each split are write examples; reads are split evenly over the six query types, and
+    `no_match_frac` of each type's reads find nothing (reply ']', answer NO_ANSWER). Name lists default to
+    data/first_names.txt, data/last_names.txt, data/companies.txt.
+    """
+    from datasets import Dataset, DatasetDict
+
+    if not 0 <= write_frac <= 1 or not 0 <= no_match_frac <= 1:
+        raise ValueError(f"write_frac and no_match_frac must lie in [0, 1], got {write_frac}, {no_match_frac}")
+    scene_size = tuple(scene_size)
+    if len(scene_size) != 2 or not 1 <= scene_size[0] <= scene_size[1]:
+        raise ValueError(f"scene_size must be (min, max) with 1 <= min <= max, got {scene_size}")
+    sizes = {"train": n_train, "validation": n_val, "test": n_test}
+    if any(n < 0 for n in sizes.values()):
+        raise ValueError(f"split sizes must be >= 0, got {sizes}")
+    first = list(first_names) if first_names is not None else load_names(DATA / "first_names.txt")
+    last = list(last_names) if last_names is not None else load_names(DATA / "last_names.txt")
+    companies = sorted(companies if companies is not None else load_names(DATA / "companies.txt"))
+    if len(companies) < 4:
+        raise ValueError(f"need at least 4 companies (a scene uses up to 3, plus one it lacks), got {len(companies)}")
+    pools = _name_pools(seed, first, last, sizes, scene_size)
+    out = {}
+    for split in SPLITS:
+        rng = random.Random(f"retllm-synthetic/{seed}/{split}")  # str seeds hash the same on every run
+        names = iter(pools[split])
+        rows = [_example(rng, names, split, companies, i, slot, scene_size)
+                for i, slot in enumerate(_slots(rng, sizes[split], write_frac, no_match_frac))]
+        out[split] = Dataset.from_list([{c: r[c] for c in _COLUMNS} for r in rows], features=features())
+    return DatasetDict(out)
+
+
+# ------------------------------------------------------------------------------------------ saving, loading
+def save_dataset(dd, out_dir: str | Path, meta: dict[str, Any] | None = None) -> Path:
+    """`save_to_disk` plus one `{split}.jsonl` per split (byte-identical for the same rows), and `build.json`.
+
+    Written to a temporary folder first and swapped in at the end: a failure leaves the old data set whole.
+    """
+    import datasets
+
+    out_dir = Path(out_dir)
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
+    os.chmod(tmp, 0o755)  # mkdtemp's 0700 would outlive the rename
+    bars = datasets.is_progress_bar_enabled()
+    datasets.disable_progress_bars()  # a bar per split would be left in every notebook output
+    try:
+        dd.save_to_disk(str(tmp))
+        for split, ds in dd.items():
+            with open(tmp / f"{split}.jsonl", "w", encoding="utf-8", newline="\n") as f:
+                for row in ds:
+                    f.write(json.dumps(row, ensure_ascii=False) + "\n")
+        if meta is not None:
+            (tmp / "build.json").write_text(json.dumps(meta, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+        old = out_dir.with_name(f".{out_dir.name}.old")
+        shutil.rmtree(old, ignore_errors=True)
+        if out_dir.exists():
+            os.rename(out_dir, old)
+        os.rename(tmp, out_dir)
+        shutil.rmtree(old, ignore_errors=True)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+        if bars:
+            datasets.enable_progress_bars()
+    return out_dir
+
+
+def dataset_dir(profile: str = "cpu") -> Path:
+    """Where a profile's data set lives: data/retllm_synthetic/ for cpu (committed), else under runs/."""
+    if profile not in PROFILE_SIZES:
+        raise ValueError(f"unknown profile {profile!r}; known: {sorted(PROFILE_SIZES)}")
+    return DATA / "retllm_synthetic" if profile == "cpu" else run_dir("retllm", profile, "data")
+
+
+def dataset_meta(seed: int = 0, n_train: int = 1500, n_val: int = 150, n_test: int = 336, *,
+                 write_frac: float = 0.25, no_match_frac: float = 0.1,
+                 scene_size: Sequence[int] = (3, 8)) -> dict[str, Any]:
+    """The build settings as JSON-ready `make_dataset` keyword arguments (saved as build.json beside the data)."""
+    return {"seed": seed, "n_train": n_train, "n_val": n_val, "n_test": n_test, "write_frac": write_frac,
+            "no_match_frac": no_match_frac, "scene_size": [int(x) for x in scene_size]}
+
+
+def load_synthetic(profile: str = "cpu", seed: int = 0):
+    """The profile's saved DatasetDict (default settings); built and saved first if missing or built otherwise."""
+    from datasets import load_from_disk
+
+    path = dataset_dir(profile)
+    meta = dataset_meta(seed, **PROFILE_SIZES[profile])
+    build = path / "build.json"
+    if build.is_file() and json.loads(build.read_text(encoding="utf-8")) == meta:
+        return load_from_disk(str(path))
+    dd = make_dataset(**meta)
+    save_dataset(dd, path, meta)
+    return dd
