@@ -205,12 +205,13 @@ def _parse_retllm_call(text: str, start: int, skip: int, *, write: bool) -> tupl
         end = len(text) if close < 0 else close
         return _err(f"{name}: unbalanced braces (no '}}' closing the triple)", text, start, end)
     parsed = _parse_triple(text[body_start:close], name)
-    if isinstance(parsed, str):
-        return _err(parsed, text, start, close + 1)
+    if isinstance(parsed, str):  # a write's closing ']' belongs to the bad call, not to the text after it
+        return _err(parsed, text, start, close + (2 if write and text[close + 1:close + 2] == "]" else 1))
     after = close + 1
     if write:
         if not all(parsed):
-            return _err(f"MEM_WRITE: empty term in {tuple(parsed)!r}", text, start, after)
+            return _err(f"MEM_WRITE: empty term in {tuple(parsed)!r}", text, start,
+                        after + (text[after:after + 1] == "]"))
         if text[after:after + 1] != "]":
             return _err("MEM_WRITE: expected ']' after the triple", text, start, after + 1)
         return MemWrite((parsed,), start, after + 1), after + 1

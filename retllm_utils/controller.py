@@ -64,7 +64,12 @@ class _PauseCriterion(StoppingCriteria):
 
 
 class HFGenerator:
-    """Greedy generation with a transformers model; pauses through a StoppingCriteria, not after the fact."""
+    """Greedy generation with a transformers model; pauses through a StoppingCriteria, not after the fact.
+
+    Text that extends the previous call's text (prompt + generated + the memory's reply) keeps the previous
+    token ids and tokenizes only the new part, so the reply starts on a token boundary of its own, as in
+    training (`training.tokenize_with_spans`); re-tokenizing the whole string would merge e.g. ':' + ']'.
+    """
 
     def __init__(self, model: Any, tokenizer: Any, *, max_new_tokens: int = 96, end: str | None = None,
                  **generate_kwargs: Any):
@@ -72,10 +77,18 @@ class HFGenerator:
         self.generate_kwargs = generate_kwargs  # e.g. a logits_processor
         self.end = end or end_token(tokenizer)
         self.end_id = tokenizer.convert_tokens_to_ids(self.end)
+        self._last: tuple[str, list[int]] = ("", [])  # (text, ids) after the previous call
+
+    def _ids(self, text: str) -> list[int]:
+        prev_text, prev_ids = self._last
+        if prev_text and text.startswith(prev_text):
+            return prev_ids + self.tokenizer(text[len(prev_text):], add_special_tokens=False)["input_ids"]
+        return self.tokenizer(text, add_special_tokens=False)["input_ids"]
 
     @torch.no_grad()
     def __call__(self, text: str, pause: Pause | None = None) -> tuple[str, bool]:
-        ids = self.tokenizer(text, return_tensors="pt", add_special_tokens=False)["input_ids"].to(self.model.device)
+        prompt_ids = self._ids(text)
+        ids = torch.tensor([prompt_ids], device=self.model.device)
         stops = StoppingCriteriaList([_PauseCriterion(self.tokenizer, ids.shape[1], pause)] if pause else [])
         out = self.model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=self.max_new_tokens,
                                   do_sample=False, eos_token_id=self.end_id, pad_token_id=self.end_id,
@@ -84,7 +97,9 @@ class HFGenerator:
         ended = self.end_id in new
         if ended:
             new = new[:new.index(self.end_id)]
-        return self.tokenizer.decode(new, skip_special_tokens=False), ended
+        cont = self.tokenizer.decode(new, skip_special_tokens=False)
+        self._last = (text + cont, prompt_ids + new)
+        return cont, ended
 
 
 class ScriptedGenerator:

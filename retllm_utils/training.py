@@ -1,7 +1,8 @@
 """LoRA SFT with loss on chosen character spans only, on TRL's SFTTrainer.
 
-Each example is rendered once to (text, spans); tokenizing the whole text with offsets and labelling the
-tokens that overlap a span gives token boundaries identical to inference (see ../shared/notes/libraries.md).
+Each example is rendered once to (text, spans) and tokenized piece by piece, cut at the span edges; the
+controller's generator keeps those boundaries at inference (generated ids are kept, the memory's reply is
+tokenized on its own), so training and inference see the same tokens.
 TRL keeps an existing `labels` column as is, so the loss is exactly the masked loss.
 """
 from __future__ import annotations
@@ -21,15 +22,21 @@ def tokenize_with_spans(tokenizer: Any, text: str, spans: Sequence[tuple[int, in
                         *, mask: bool = True) -> dict[str, list[int]]:
     """`input_ids` and `labels` (IGNORE outside the spans; everywhere supervised when mask=False).
 
+    The text is tokenized piece by piece, cut at every span edge, so no token straddles an edge: joint
+    tokenization merges e.g. the query's ':' with an empty reply's ']' into one ':]' token, which would teach
+    the model to write the memory's reply itself. `controller.HFGenerator` appends text the same way
+    (generated ids kept, the memory's reply tokenized on its own), so inference sees these boundaries.
     Raises ValueError if truncation to `max_length` would cut a supervised span: TRL would otherwise drop or
     mis-train the example silently.
     """
-    enc = tokenizer(text, return_offsets_mapping=True, add_special_tokens=False)
-    ids, offsets = enc["input_ids"], enc["offset_mapping"]
-    labels = []
-    for tok, (a, b) in zip(ids, offsets):
-        inside = any(a < e and b > s for s, e in spans)
-        labels.append(tok if (inside or not mask) else IGNORE)
+    cuts = sorted({0, len(text), *(x for s in spans for x in s if 0 < x < len(text))})
+    ids: list[int] = []
+    labels: list[int] = []
+    for a, b in zip(cuts, cuts[1:]):
+        piece = tokenizer(text[a:b], add_special_tokens=False)["input_ids"]
+        inside = any(s <= a and b <= e for s, e in spans)
+        ids += piece
+        labels += piece if (inside or not mask) else [IGNORE] * len(piece)
     if len(ids) > max_length:
         if any(l != IGNORE for l in labels[max_length:]) and mask:
             raise ValueError(f"example of {len(ids)} tokens exceeds max_length={max_length} and truncation would "

@@ -92,9 +92,10 @@ def test_memllm_reads_mid_text_and_drops_answered_calls(memory):
         seen.append(text)
         if text.endswith("Ann Lee studied at "):
             return "({MEM_READ(Ann Lee>>educated at>>)-->"
-        if text.endswith("})"):
-            n = text.count("({MEM_READ")
-            return "Oxford. She is from ({MEM_READ(Ann Lee>>country of citizenship>>)-->" if n == 1 else "Kenya."
+        if text.endswith("-->Oxford})"):  # the reply to the first read: go on, and read again
+            return "Oxford. She is from ({MEM_READ(Ann Lee>>country of citizenship>>)-->"
+        if text.endswith("-->Kenya})"):
+            return "Kenya."
         return "?"
     turn = MemLLMController(None, ScriptedGenerator(reader), memory).generate("Ann Lee studied at ")
     assert turn.answer == "Oxford. She is from Kenya."
@@ -135,10 +136,42 @@ def test_pause_memory_resume_on_the_real_model(smol, memory):
     query = "[MEM_READ{>>employed by>>Pfizer}:"
     ids = tok(base + query, add_special_tokens=False)["input_ids"]
     base_len = len(tok(base, add_special_tokens=False)["input_ids"])
-    gen = HFGenerator(model, tok, max_new_tokens=24,
+    # min_new_tokens keeps the untrained model from ending its turn at once after the reply (it would: the
+    # format is new to it), so the resumed call visibly produces text.
+    gen = HFGenerator(model, tok, max_new_tokens=24, min_new_tokens=4,
                       logits_processor=LogitsProcessorList([ForceThenFree(base_len, ids[base_len:])]))
     turn = RetLLMController(gen, memory, lambda u: chat_prompt(tok, u)).chat(user)
     assert turn.trace[0] == {"event": "model", "text": query}  # paused right after the query, not at max tokens
     assert turn.trace[1]["event"] == "read" and {t.subject for t in turn.trace[1]["results"]} == {"Ann Lee", "Bo Wu"}
     assert turn.model_text.startswith(query + "{Ann Lee>>employed by>>Pfizer};{Bo Wu>>employed by>>Pfizer}]")
     assert turn.answer and "[MEM_" not in turn.answer  # the model resumed and produced text after the reply
+
+
+class _EchoModel:
+    """Stands in for a transformers model: 'generates' fixed ids and records the ids it was given."""
+
+    device = "cpu"
+
+    def __init__(self, replies):
+        self.replies, self.seen = list(replies), []
+
+    def generate(self, ids, **kw):
+        self.seen.append(ids[0].tolist())
+        return torch.cat([ids, torch.tensor([self.replies.pop(0)])], dim=1)
+
+
+@pytest.mark.model
+def test_generator_keeps_the_reply_on_its_own_tokens(smol, memory):
+    """Joint tokenization would merge the query's ':' with an empty reply's ']' (one ':]' token); training
+    tokenizes them apart, so the generator must too: generated ids are kept and the reply is appended."""
+    _, tok = smol
+    base = chat_prompt(tok, "Who founded Tesla?")
+    query_ids = tok("[MEM_READ{>>founder of>>Tesla}:", add_special_tokens=False)["input_ids"]
+    answer_ids = tok("I don't know.<|im_end|>", add_special_tokens=False)["input_ids"]
+    fake = _EchoModel([query_ids, answer_ids])
+    turn = RetLLMController(HFGenerator(fake, tok), memory, lambda u: chat_prompt(tok, u)).chat("Who founded Tesla?")
+    assert turn.answer == "I don't know." and turn.trace[1] == {"event": "read", "query": Triple("", "founder of", "Tesla"),
+                                                               "results": []}
+    base_ids = tok(base, add_special_tokens=False)["input_ids"]
+    assert fake.seen[1] == base_ids + query_ids + tok("]", add_special_tokens=False)["input_ids"]
+    assert tok(base + "[MEM_READ{>>founder of>>Tesla}:]", add_special_tokens=False)["input_ids"] != fake.seen[1]
