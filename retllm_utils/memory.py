@@ -111,6 +111,22 @@ def _marks(n: int) -> str:
     return ",".join("?" * n)
 
 
+@contextlib.contextmanager
+def _one_thread() -> Iterator[None]:
+    """Run a one-query faiss search on a single OpenMP thread: faiss parallelises over queries (and over a few
+    blocks), so for one query a second thread only adds a barrier, which costs milliseconds whenever the other
+    core is busy (measured on 2 cores under load: flat 8 ms vs 0.3 ms, lsh 40 ms vs 0.2 ms at 10k triples)."""
+    n = faiss.omp_get_max_threads()
+    if n <= 1:
+        yield
+        return
+    faiss.omp_set_num_threads(1)
+    try:
+        yield
+    finally:
+        faiss.omp_set_num_threads(n)
+
+
 def _sha1(path: Path) -> str:
     h = hashlib.sha1()
     with open(path, "rb") as f:
@@ -479,7 +495,9 @@ class TripleMemory:
         while k > 0:
             if self.index_kind == "hnsw":
                 self._inner[kind].hnsw.efSearch = max(self.hnsw_ef_search, k)
-            found = [int(i) for i in index.search(vec[None, :], k)[1][0] if i >= 0]
+            with _one_thread():
+                labels = index.search(vec[None, :], k)[1][0]
+            found = [int(i) for i in labels if i >= 0]
             scored = self._scored(kind, found, vec)
             passing = [(i, t, c) for i, t, c, used in scored if used and c >= min_cos]
             if nearest_only and passing:

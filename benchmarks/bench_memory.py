@@ -1,0 +1,370 @@
+"""Memory at scale: TripleMemory with flat / lsh / hnsw indexes at 10k, 100k and 1M triples.
+
+    .venv/bin/python benchmarks/embed_cache.py --sizes 10k 100k 1M     # once: phrase vectors (slow, resumable)
+    .venv/bin/python benchmarks/bench_memory.py --sizes 10k 100k 1M    # timings -> results/memory.json
+    .venv/bin/python benchmarks/bench_memory.py --sizes 1M --sweep     # recall vs latency (efSearch, nbits)
+
+Per size and index kind, each phase in a fresh process (clean RSS, no warm caches carried over):
+- build: `write_many` in batches of 10k triples into a new file-backed memory; time outside the (cached)
+  encoder = store+index; then `close()` (faiss files written and hashed) = save.
+- query: reopen (load phrase ids, load and verify the faiss files), RSS added by the open memory, then
+  `read` one query at a time: exact hits (stored phrases) and fuzzy hits (a near-miss of a stored entity, found
+  through the index); recall@1 = the phrase the memory substituted is the exact nearest stored entity
+  (brute force over all entity vectors, ties by cosine).
+Query vectors come from the cache, so lookup latency excludes the encoder; the encoder's own time (one phrase,
+and phrases/s in batches) is measured apart, and embedding time at each size = new phrases / that rate.
+Results merge into results/memory.json by (size, kind), so sizes can be measured in separate runs.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from common import (CACHE, FIGURES, RESULTS, CachedEmbedder, VectorCache, busy_processes, default_embedder_info,
+                    dir_size_mib, loadavg, machine, parse_size, percentiles_ms, peak_rss_mib, rss_mib, save_result,
+                    set_threads, size_label, table)
+from workload import phrases_of, workload
+
+KINDS = ["flat", "lsh", "hnsw"]
+EF_SWEEP = [16, 24, 32, 48, 64, 128, 256]
+NBITS_SWEEP = [128, 256, 512, 768, 1536, 3072]
+
+
+def mem_files(path: Path) -> list[Path]:
+    return [path, Path(f"{path}-wal"), Path(f"{path}-shm"), Path(f"{path}.entity.faiss"),
+            Path(f"{path}.relation.faiss")]
+
+
+class DictEmbedder:
+    """Query vectors handed over by the driver (no encoder in the query process)."""
+
+    def __init__(self, name, dim, thresholds, texts, vecs):
+        self.name, self.dim, self.thresholds = name, dim, thresholds
+        self.vec = dict(zip(texts, vecs))
+
+    def encode(self, texts):
+        return np.stack([self.vec[t] for t in texts]) if texts else np.zeros((0, self.dim), np.float32)
+
+
+# ---------------------------------------------------------------------------------------------- workers
+def worker_build(a) -> dict:
+    from retllm_utils.memory import TripleMemory
+    set_threads(a.threads)
+    n = a.size
+    name, dim, th = default_embedder_info()
+    cache = VectorCache(name)
+    triples = workload(n, a.seed, a.queries)[0]
+    ents, rels = phrases_of(triples)
+    cache.get(ents + rels)  # load the cached vectors now: reading the cache is not the memory's time
+    emb = CachedEmbedder(cache, name, dim, th)
+    enc_s = [0.0]
+    raw_encode = emb.encode
+
+    def timed_encode(texts):
+        t0 = time.perf_counter()
+        try:
+            return raw_encode(texts)
+        finally:
+            enc_s[0] += time.perf_counter() - t0
+    emb.encode = timed_encode
+    path = Path(a.path)
+    for f in mem_files(path):
+        f.unlink(missing_ok=True)
+    rss0 = rss_mib()
+    load0 = loadavg()
+    mem = TripleMemory(path, embedder=emb, index=a.kind)
+    t0 = time.perf_counter()
+    for i in range(0, n, a.batch):
+        mem.write_many(triples[i:i + a.batch])
+    write_s = time.perf_counter() - t0
+    rss_built = rss_mib() - rss0
+    t1 = time.perf_counter()
+    mem.close()
+    save_s = time.perf_counter() - t1
+    return {"n_triples": n, "n_entities": len(ents), "n_relations": len(rels), "batch": a.batch,
+            "write_s": write_s, "cache_lookup_s": enc_s[0], "store_index_s": write_s - enc_s[0],
+            "store_index_triples_per_s": n / (write_s - enc_s[0]), "save_s": save_s,
+            "build_rss_mib": rss_built, "build_peak_rss_mib": peak_rss_mib(),
+            "disk_mib": dir_size_mib(mem_files(path)),
+            "disk_files_mib": {f.name: round(f.stat().st_size / 2**20, 1) for f in mem_files(path) if f.exists()},
+            "loadavg_build": [load0, loadavg()]}
+
+
+def _lookups(mem, exact, fuzzy, gt_cos, warm=50):
+    for q in exact[:warm]:
+        mem.read(q)
+    for q, _ in fuzzy[:warm]:
+        mem.read_explained(q)
+    ex_t, ex_n = [], 0
+    for q in exact:
+        t0 = time.perf_counter()
+        r = mem.read(q)
+        ex_t.append(time.perf_counter() - t0)
+        ex_n += len(r)
+    fz_t, hits, accepted, same_src, fz_n = [], 0, 0, 0, 0
+    for (q, src), best in zip(fuzzy, gt_cos):
+        t0 = time.perf_counter()
+        res = mem.read_explained(q)
+        fz_t.append(time.perf_counter() - t0)
+        sub = res.substitutions[0]
+        hits += sub.stored is not None and sub.cosine >= best - 1e-5
+        accepted += sub.accepted
+        same_src += sub.stored == src
+        fz_n += len(res.matches)
+    k = len(fuzzy)
+    return {"exact": {**percentiles_ms(ex_t), "mean_results": ex_n / len(exact)},
+            "fuzzy": {**percentiles_ms(fz_t), "recall_at_1": hits / k, "accepted": accepted / k,
+                      "nearest_is_source": same_src / k, "mean_results": fz_n / k}}
+
+
+def worker_query(a) -> dict:
+    from retllm_utils.memory import TripleMemory
+    set_threads(a.threads)
+    q = json.loads(Path(a.queries_file).read_text())
+    z = np.load(a.queries_file.replace(".json", ".npz"))
+    name, dim, th = default_embedder_info()
+    emb = DictEmbedder(name, dim, th, z["texts"].tolist(), z["vecs"])
+    exact = [tuple(x) for x in q["exact"]]
+    fuzzy = [(tuple(x), src) for x, src in q["fuzzy"]]
+    gt = q["gt_cos"]
+    load0 = loadavg()
+    rss0 = rss_mib()
+    t0 = time.perf_counter()
+    mem = TripleMemory(a.path, embedder=emb, index=a.kind)
+    reopen_s = time.perf_counter() - t0
+    out = {"reopen_s": reopen_s, "reopen_status": dict(mem.index_status), "open_rss_mib": rss_mib() - rss0}
+    out.update(_lookups(mem, exact, fuzzy, gt))
+    sweep = []
+    if a.sweep and a.kind == "hnsw":
+        default = mem.hnsw_ef_search
+        for ef in EF_SWEEP:
+            mem.hnsw_ef_search = ef
+            r = _lookups(mem, exact[:300], fuzzy, gt)["fuzzy"]
+            sweep.append({"param": "efSearch", "value": ef, **r})
+        mem.hnsw_ef_search = default
+    mem.close()
+    if a.sweep and a.kind == "lsh":
+        default = None
+        for nbits in NBITS_SWEEP + [None]:  # None last: leaves the saved index at the default nbits
+            m = TripleMemory(a.path, embedder=emb, index="lsh", lsh_nbits=nbits)
+            if nbits is None:
+                m.close()
+                break
+            r = _lookups(m, exact[:300], fuzzy, gt)["fuzzy"]
+            sweep.append({"param": "nbits", "value": nbits, **r})
+            m.close()
+    out["sweep"] = sweep
+    out["loadavg_query"] = [load0, loadavg()]
+    return out
+
+
+# ---------------------------------------------------------------------------------------------- driver
+def ground_truth(cache: VectorCache, ents: list[str], fuzzy) -> np.ndarray:
+    """Cosine of the exact nearest stored entity for each fuzzy query term (brute force)."""
+    E = cache.get(ents)
+    terms = [q[0] or q[2] for q, _ in fuzzy]
+    Q = cache.get(terms)
+    best = np.full(len(terms), -2.0, np.float32)
+    for i in range(0, len(E), 50_000):
+        best = np.maximum(best, (Q @ E[i:i + 50_000].T).max(axis=1))
+    return best
+
+
+def run_worker(role: str, a, kind: str, n: int, path: Path, extra: list[str] = ()) -> dict:
+    cmd = [sys.executable, __file__, "--worker", role, "--kind", kind, "--size", str(n), "--path", str(path),
+           "--seed", str(a.seed), "--queries", str(a.queries), "--threads", str(a.threads),
+           "--batch", str(a.batch), *extra]
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    if p.returncode:
+        sys.stderr.write(p.stdout + p.stderr)
+        raise SystemExit(f"{role} worker failed for {kind} at {n}")
+    return json.loads(p.stdout.strip().splitlines()[-1])
+
+
+def encoder_speed(cache_name: str, phrases: list[str], threads: int) -> dict:
+    """The default encoder measured now: one phrase at a time (as a fuzzy query) and batched (as a write)."""
+    import torch
+    torch.set_num_threads(threads)
+    from retllm_utils.models import load_embedder
+    emb = load_embedder()
+    emb.encode(phrases[:64])
+    one = []
+    for p in phrases[:100]:
+        t0 = time.perf_counter()
+        emb.encode([p])
+        one.append(time.perf_counter() - t0)
+    batch = phrases[100:100 + 2048]
+    t0 = time.perf_counter()
+    emb.encode(batch)
+    dt = time.perf_counter() - t0
+    return {"one_phrase": percentiles_ms(one), "batch_phrases_per_s": len(batch) / dt, "threads": threads,
+            "loadavg": loadavg()}
+
+
+def figure(res: dict) -> list[Path]:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    runs = res["runs"]
+    colors = {"flat": "tab:gray", "lsh": "tab:orange", "hnsw": "tab:blue"}
+    fig, axes = plt.subplots(1, 3, figsize=(12, 3.6), dpi=100)
+    for kind in KINDS:
+        rs = sorted((r for r in runs if r["kind"] == kind), key=lambda r: r["n_triples"])
+        if not rs:
+            continue
+        x = [r["n_triples"] for r in rs]
+        axes[0].plot(x, [r["fuzzy"]["p50_ms"] for r in rs], "o-", color=colors[kind], label=f"{kind} fuzzy p50")
+        axes[0].plot(x, [r["exact"]["p50_ms"] for r in rs], "s--", color=colors[kind], alpha=0.6,
+                     label=f"{kind} exact p50")
+        axes[1].plot(x, [r["store_index_triples_per_s"] for r in rs], "o-", color=colors[kind], label=kind)
+        axes[2].plot(x, [r["open_rss_mib"] for r in rs], "o-", color=colors[kind], label=f"{kind} RSS")
+        axes[2].plot(x, [r["disk_mib"] for r in rs], "s--", color=colors[kind], alpha=0.6, label=f"{kind} disk")
+    axes[0].axhline(1.0, color="k", lw=0.6, ls=":")
+    axes[0].set(xscale="log", yscale="log", xlabel="triples", ylabel="ms per read", title="lookup latency (p50)")
+    axes[1].axhline(20_000, color="k", lw=0.6, ls=":")
+    axes[1].set(xscale="log", xlabel="triples", ylabel="triples/s", title="store+index throughput")
+    axes[2].set(xscale="log", yscale="log", xlabel="triples", ylabel="MiB", title="memory: RSS and disk")
+    for ax in axes:
+        ax.legend(fontsize=7)
+        ax.grid(alpha=0.3)
+    fig.tight_layout()
+    out = [FIGURES / "07_memory_scaling.png"]
+    FIGURES.mkdir(exist_ok=True)
+    fig.savefig(out[0])
+    sweeps = [r for r in runs if r.get("sweep")]
+    if sweeps:
+        fig, ax = plt.subplots(figsize=(5.5, 3.8), dpi=100)
+        for r in sweeps:
+            pts = r["sweep"]
+            ax.plot([p["p50_ms"] for p in pts], [p["recall_at_1"] for p in pts], "o-", color=colors[r["kind"]],
+                    label=f"{r['kind']} {pts[0]['param']} @ {size_label(r['n_triples'])}")
+            for p in pts:
+                ax.annotate(str(p["value"]), (p["p50_ms"], p["recall_at_1"]), fontsize=6, xytext=(3, -8),
+                            textcoords="offset points")
+        flat = [r for r in runs if r["kind"] == "flat" and r["n_triples"] in {s["n_triples"] for s in sweeps}]
+        for r in flat:
+            ax.plot(r["fuzzy"]["p50_ms"], r["fuzzy"]["recall_at_1"], "s", color=colors["flat"],
+                    label=f"flat @ {size_label(r['n_triples'])}")
+        ax.axhline(0.95, color="k", lw=0.6, ls=":")
+        ax.axvline(1.0, color="k", lw=0.6, ls=":")
+        ax.set(xscale="log", xlabel="fuzzy lookup p50 (ms)", ylabel="recall@1 vs exact search",
+               title="recall vs latency")
+        ax.legend(fontsize=7)
+        ax.grid(alpha=0.3)
+        fig.tight_layout()
+        out.append(FIGURES / "07_memory_sweep.png")
+        fig.savefig(out[-1])
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--sizes", nargs="+", default=["10k", "100k", "1M"])
+    ap.add_argument("--kinds", nargs="+", default=KINDS, choices=KINDS)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--queries", type=int, default=1000, help="exact and fuzzy lookups, each")
+    ap.add_argument("--threads", type=int, default=2, help="faiss threads (2 = every core here)")
+    ap.add_argument("--batch", type=int, default=10_000, help="triples per write_many call")
+    ap.add_argument("--sweep", action="store_true", help="also sweep HNSW efSearch and LSH nbits")
+    ap.add_argument("--no-build", action="store_true", help="reuse the memories built by an earlier run")
+    ap.add_argument("--encoder-check", type=int, default=1, help="0: skip timing the encoder itself")
+    ap.add_argument("--dir", type=Path, default=CACHE / "memories", help="where the memories are built")
+    ap.add_argument("--out", default="memory", help="results/<out>.json")
+    ap.add_argument("--worker", choices=["build", "query"], help=argparse.SUPPRESS)
+    ap.add_argument("--kind", help=argparse.SUPPRESS)
+    ap.add_argument("--size", type=int, help=argparse.SUPPRESS)
+    ap.add_argument("--path", help=argparse.SUPPRESS)
+    ap.add_argument("--queries-file", help=argparse.SUPPRESS)
+    a = ap.parse_args()
+    if a.worker:
+        print(json.dumps((worker_build if a.worker == "build" else worker_query)(a), default=float))
+        return
+
+    name, dim, th = default_embedder_info()
+    cache = VectorCache(name)
+    out_path = RESULTS / f"{a.out}.json"
+    res = json.loads(out_path.read_text()) if out_path.exists() else {"runs": []}
+    res.update({"benchmark": "memory", "embedder": name, "seed": a.seed, "queries": a.queries,
+                "faiss_threads": a.threads, "batch": a.batch, "machine": machine(),
+                "cache_fill": cache.encode_rate()})
+    a.dir.mkdir(parents=True, exist_ok=True)
+    for size in a.sizes:
+        n = parse_size(size)
+        triples, exact, fuzzy, needed = workload(n, a.seed, a.queries)
+        missing = cache.missing(needed)
+        if missing:
+            raise SystemExit(f"{len(missing):,} phrases of {size} are not in the vector cache: run "
+                             f"benchmarks/embed_cache.py --sizes {size} first")
+        ents, rels = phrases_of(triples)
+        gt = ground_truth(cache, ents, fuzzy)
+        del triples
+        qdir = Path(tempfile.mkdtemp(prefix="bench_q"))
+        qfile = qdir / "q.json"
+        qfile.write_text(json.dumps({"exact": exact, "fuzzy": fuzzy, "gt_cos": gt.tolist()}))
+        terms = list(dict.fromkeys(x for q in [q for q, _ in fuzzy] + exact for x in q if x))
+        np.savez(qdir / "q.npz", texts=np.array(terms), vecs=cache.get(terms))
+        for kind in a.kinds:
+            path = a.dir / f"{size_label(n)}-{kind}.sqlite"
+            print(f"== {size_label(n)} {kind}: load {loadavg()}", flush=True)
+            busy = busy_processes()
+            if a.no_build and path.exists():
+                prev = next((r for r in res["runs"] if r["n_triples"] == n and r["kind"] == kind), None)
+                build = {k: v for k, v in (prev or {}).items() if k in (
+                    "n_triples", "n_entities", "n_relations", "batch", "write_s", "cache_lookup_s", "store_index_s",
+                    "store_index_triples_per_s", "save_s", "build_rss_mib", "build_peak_rss_mib", "disk_mib",
+                    "disk_files_mib", "loadavg_build")}
+            else:
+                build = run_worker("build", a, kind, n, path)
+                print(f"   built: {build['store_index_triples_per_s']:,.0f} triples/s store+index", flush=True)
+            query = run_worker("query", a, kind, n, path,
+                               ["--queries-file", str(qfile)] + (["--sweep"] if a.sweep else []))
+            rec = {"size": size_label(n), "kind": kind, **build, **query, "busy_processes": busy,
+                   "time": time.strftime("%Y-%m-%d %H:%M:%S")}
+            if not a.sweep:  # keep an earlier sweep of this size and kind
+                prev = next((r for r in res["runs"] if r["n_triples"] == n and r["kind"] == kind), {})
+                rec["sweep"] = prev.get("sweep", [])
+            res["runs"] = [r for r in res["runs"] if not (r["n_triples"] == n and r["kind"] == kind)] + [rec]
+            res["runs"].sort(key=lambda r: (r["n_triples"], KINDS.index(r["kind"])))
+            save_result(a.out, res)
+        shutil.rmtree(qdir)
+    if a.encoder_check:
+        ents = phrases_of(workload(10_000, a.seed + 7, 10)[0])[0]
+        res["encoder"] = encoder_speed(name, ents, a.threads)
+    rate = (res.get("encoder") or {}).get("batch_phrases_per_s")
+    for r in res["runs"]:
+        r["embed_s_est"] = (r["n_entities"] + r["n_relations"]) / rate if rate else None
+        if rate:
+            r["write_triples_per_s_with_embedding"] = r["n_triples"] / (r["embed_s_est"] + r["store_index_s"])
+    save_result(a.out, res)
+    rows = [{"size": r["size"], "index": r["kind"], "phrases": r["n_entities"] + r["n_relations"],
+             "embed s (est)": r.get("embed_s_est") or float("nan"), "store+index s": r["store_index_s"],
+             "store+index tr/s": r["store_index_triples_per_s"],
+             "exact p50 ms": r["exact"]["p50_ms"], "exact p99 ms": r["exact"]["p99_ms"],
+             "fuzzy p50 ms": r["fuzzy"]["p50_ms"], "fuzzy p99 ms": r["fuzzy"]["p99_ms"],
+             "recall@1": r["fuzzy"]["recall_at_1"], "RSS MiB": r["open_rss_mib"], "disk MiB": r["disk_mib"],
+             "reopen s": r["reopen_s"], "load": r["loadavg_query"][0][0]} for r in res["runs"]]
+    print(table(rows))
+    for r in res["runs"]:
+        for p in r.get("sweep", []):
+            print(f"  {r['size']} {r['kind']} {p['param']}={p['value']}: p50 {p['p50_ms']:.3f} ms "
+                  f"p99 {p['p99_ms']:.3f} ms recall@1 {p['recall_at_1']:.3f}")
+    if res.get("encoder"):
+        e = res["encoder"]
+        print(f"encoder ({name}, {e['threads']} threads): one phrase p50 {e['one_phrase']['p50_ms']:.1f} ms, "
+              f"batched {e['batch_phrases_per_s']:.0f} phrases/s (load {e['loadavg'][0]:.2f})")
+    for f in figure(res):
+        print("figure:", os.path.relpath(f))
+    print("results:", os.path.relpath(out_path))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,259 @@
+"""Shared pieces of the benchmarks: the phrase-vector cache, a cached embedder, machine state, results, tables.
+
+The benchmarks are scripts, not tests: each prints a table, writes `benchmarks/results/<name>.json` and a
+figure `figures/07_<name>.png`. Vectors of the default encoder (all-MiniLM-L6-v2) are cached on disk under
+`benchmarks/cache/` (git-ignored) so that 1M triples are embedded once, in chunks that survive interruption;
+the time the encoder took is recorded with the cache and reported apart from store+index time.
+"""
+from __future__ import annotations
+
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+BENCH = Path(__file__).resolve().parent
+ROOT = BENCH.parent
+CACHE = BENCH / "cache"
+RESULTS = BENCH / "results"
+FIGURES = ROOT / "figures"
+if str(ROOT) not in sys.path:  # runnable as `python benchmarks/x.py` without installing the kit
+    sys.path.insert(0, str(ROOT))
+
+SIZES = {"2k": 2_000, "10k": 10_000, "100k": 100_000, "1M": 1_000_000}
+
+
+def parse_size(s: str) -> int:
+    return SIZES.get(s) or int(float(s.lower().replace("k", "e3").replace("m", "e6")))
+
+
+def size_label(n: int) -> str:
+    return next((k for k, v in SIZES.items() if v == n), str(n))
+
+
+# ---------------------------------------------------------------------------------------------- machine state
+def loadavg() -> list[float]:
+    return [float(x) for x in Path("/proc/loadavg").read_text().split()[:3]]
+
+
+def rss_mib() -> float:
+    """Resident set size of this process now (VmRSS), MiB."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def peak_rss_mib() -> float:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def machine() -> dict[str, Any]:
+    """What the numbers were measured on: cores, memory, CPU model, library versions."""
+    info: dict[str, Any] = {"nproc": os.cpu_count(), "python": platform.python_version()}
+    try:
+        mem_kb = next(int(l.split()[1]) for l in Path("/proc/meminfo").read_text().splitlines()
+                      if l.startswith("MemTotal:"))
+        info["mem_gib"] = round(mem_kb / 2**20, 1)
+        info["cpu"] = next(l.split(":", 1)[1].strip() for l in subprocess.run(
+            ["lscpu"], capture_output=True, text=True).stdout.splitlines() if l.startswith("Model name"))
+    except (StopIteration, OSError):
+        pass
+    for mod in ("faiss", "torch", "transformers", "trl", "peft", "sentence_transformers", "numpy"):
+        try:
+            info[mod] = __import__(mod).__version__
+        except Exception:  # noqa: BLE001 - a missing library is just not reported
+            pass
+    try:
+        info["git"] = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
+                                     text=True).stdout.strip()
+    except OSError:
+        pass
+    return info
+
+
+def busy_processes(min_cpu: float = 20.0) -> list[str]:
+    """Other processes using the CPU now (to say in the results what disturbed the timings)."""
+    out = subprocess.run(["ps", "-eo", "pid,pcpu,etimes,args", "--sort=-pcpu"], capture_output=True, text=True).stdout
+    rows = []
+    for line in out.splitlines()[1:8]:
+        pid, cpu, _, args = line.split(None, 3)
+        if float(cpu) >= min_cpu and int(pid) != os.getpid():
+            rows.append(f"{float(cpu):.0f}% {args[:90]}")
+    return rows
+
+
+def set_threads(n: int) -> None:
+    """Threads for faiss and torch (1 for niced background work, 2 = all cores for timings)."""
+    try:
+        import faiss
+        faiss.omp_set_num_threads(n)
+    except ImportError:
+        pass
+    if "torch" in sys.modules:
+        sys.modules["torch"].set_num_threads(n)
+
+
+def save_result(name: str, payload: dict[str, Any]) -> Path:
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    path = RESULTS / f"{name}.json"
+    path.write_text(json.dumps(payload, indent=1, default=float) + "\n")
+    return path
+
+
+def table(rows: Sequence[dict[str, Any]], cols: Sequence[str] | None = None) -> str:
+    """A plain fixed-width table of dict rows (floats to 3 significant digits)."""
+    if not rows:
+        return "(no rows)"
+    cols = list(cols or rows[0].keys())
+
+    def fmt(v: Any) -> str:
+        if isinstance(v, float):
+            return "nan" if v != v else f"{v:.3g}" if abs(v) < 1000 else f"{v:,.0f}"
+        return str(v)
+    cells = [[fmt(r.get(c, "")) for c in cols] for r in rows]
+    width = [max(len(c), *(len(row[i]) for row in cells)) for i, c in enumerate(cols)]
+    lines = ["  ".join(c.rjust(w) for c, w in zip(cols, width)), "  ".join("-" * w for w in width)]
+    lines += ["  ".join(v.rjust(w) for v, w in zip(row, width)) for row in cells]
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------------------------- vector cache
+class VectorCache:
+    """phrase -> unit float32 vector of one encoder, on disk as numbered .npz chunks (append-only).
+
+    Each chunk records how long the encoder took for it, with the load average then, so embedding time is
+    reported from real measurements even when the cache was filled over several runs.
+    """
+
+    def __init__(self, embedder_name: str, root: Path = CACHE):
+        self.dir = root / "vectors" / embedder_name.replace("/", "_")
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.index: dict[str, tuple[int, int]] = {}  # text -> (chunk no, row)
+        self._chunks: dict[int, np.ndarray] = {}
+        self.log: list[dict[str, Any]] = []
+        for f in sorted(self.dir.glob("chunk-*.npz")):
+            no = int(f.stem.split("-")[1])
+            with np.load(f, allow_pickle=False) as z:
+                texts = z["texts"].tolist()
+            self.index.update((t, (no, i)) for i, t in enumerate(texts))
+            meta = f.with_suffix(".json")
+            if meta.exists():
+                self.log.append(json.loads(meta.read_text()))
+
+    def __contains__(self, text: str) -> bool:
+        return text in self.index
+
+    def missing(self, texts: Sequence[str]) -> list[str]:
+        return [t for t in dict.fromkeys(texts) if t not in self.index]
+
+    def _chunk(self, no: int) -> np.ndarray:
+        if no not in self._chunks:
+            with np.load(self.dir / f"chunk-{no:05d}.npz", allow_pickle=False) as z:
+                self._chunks[no] = z["vecs"]
+        return self._chunks[no]
+
+    def get(self, texts: Sequence[str]) -> np.ndarray:
+        """Vectors of cached texts, in order (KeyError for a text not cached)."""
+        out = np.empty((len(texts), self._dim()), np.float32)
+        for i, t in enumerate(texts):
+            no, row = self.index[t]
+            out[i] = self._chunk(no)[row]
+        return out
+
+    def _dim(self) -> int:
+        no = next(iter(self.index.values()))[0]
+        return self._chunk(no).shape[1]
+
+    def fill(self, texts: Sequence[str], embedder: Any, chunk: int = 4096, budget_s: float | None = None,
+             verbose: bool = True) -> int:
+        """Encode and store the texts not cached yet, chunk by chunk; stops after `budget_s`. Returns # left."""
+        todo = self.missing(texts)
+        t_start = time.perf_counter()
+        no = max((n for n, _ in self.index.values()), default=0) + 1
+        for i in range(0, len(todo), chunk):
+            if budget_s is not None and time.perf_counter() - t_start > budget_s:
+                return len(todo) - i
+            part = todo[i:i + chunk]
+            load0 = loadavg()[0]
+            t0 = time.perf_counter()
+            vecs = np.asarray(embedder.encode(part), np.float32)
+            dt = time.perf_counter() - t0
+            vecs /= np.maximum(np.linalg.norm(vecs, axis=1, keepdims=True), 1e-12)
+            np.savez(self.dir / f"chunk-{no:05d}.npz", texts=np.array(part), vecs=vecs)
+            meta = {"chunk": no, "n": len(part), "encode_s": dt, "loadavg_before": load0,
+                    "loadavg_after": loadavg()[0], "threads": _torch_threads(), "nice": os.nice(0),
+                    "time": time.strftime("%Y-%m-%d %H:%M:%S")}
+            (self.dir / f"chunk-{no:05d}.json").write_text(json.dumps(meta))
+            self.log.append(meta)
+            self.index.update((t, (no, j)) for j, t in enumerate(part))
+            self._chunks[no] = vecs
+            if verbose:
+                print(f"  cached {i + len(part):,}/{len(todo):,} phrases ({len(part) / dt:.0f}/s, load {load0:.2f})",
+                      flush=True)
+            no += 1
+        return 0
+
+    def encode_rate(self) -> dict[str, float]:
+        """Phrases/s over every chunk the cache was filled with (as filled: threads, nice and load vary)."""
+        n = sum(m["n"] for m in self.log)
+        s = sum(m["encode_s"] for m in self.log)
+        return {"phrases": n, "encode_s": s, "phrases_per_s": n / s if s else float("nan"),
+                "threads": sorted({m.get("threads") for m in self.log} - {None}),
+                "mean_loadavg": float(np.mean([m["loadavg_before"] for m in self.log])) if self.log else float("nan")}
+
+
+def _torch_threads() -> int | None:
+    return sys.modules["torch"].get_num_threads() if "torch" in sys.modules else None
+
+
+class CachedEmbedder:
+    """Looks vectors up in a VectorCache; a miss is encoded by the real encoder (loaded on first miss) and
+    counted. It carries the real encoder's name, dim and thresholds, so a memory built with it reopens with
+    the real one."""
+
+    def __init__(self, cache: VectorCache, name: str, dim: int, thresholds: dict[str, float], loader: Any = None):
+        self.cache, self.name, self.dim, self.thresholds = cache, name, dim, dict(thresholds)
+        self.loader, self._real, self.misses = loader, None, 0
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
+        texts = list(texts)
+        miss = [t for t in texts if t not in self.cache]
+        if miss:
+            if self._real is None:
+                if self.loader is None:
+                    raise KeyError(f"{len(miss)} phrases not in the vector cache, e.g. {miss[:3]}")
+                self._real = self.loader()
+            self.misses += len(miss)
+            self.cache.fill(miss, self._real, verbose=False)
+        return self.cache.get(texts)
+
+
+def default_embedder_info() -> tuple[str, int, dict[str, float]]:
+    """(name, dim, thresholds) of the default encoder, without loading it."""
+    from retllm_utils.models import DEFAULT_EMBEDDER, MINILM_THRESHOLDS
+    return DEFAULT_EMBEDDER, 384, dict(MINILM_THRESHOLDS)
+
+
+def load_default_embedder() -> Any:
+    from retllm_utils.models import load_embedder
+    return load_embedder()
+
+
+def percentiles_ms(samples_s: Sequence[float]) -> dict[str, float]:
+    a = np.asarray(samples_s) * 1e3
+    return {"p50_ms": float(np.percentile(a, 50)), "p99_ms": float(np.percentile(a, 99)),
+            "mean_ms": float(a.mean())}
+
+
+def dir_size_mib(paths: Sequence[Path]) -> float:
+    return sum(p.stat().st_size for p in paths if p.exists()) / 2**20
