@@ -90,14 +90,20 @@ def sft_config(output_dir: str, *, lr: float = 2e-4, epochs: float = 1.0, batch_
         seed=seed, data_seed=seed, logging_steps=logging_steps, save_strategy="no", report_to="none",
         bf16=cuda and torch.cuda.is_bf16_supported(), use_cpu=not cuda and not torch.backends.mps.is_available(),
         lr_scheduler_type=kw.pop("lr_scheduler_type", "cosine"), warmup_steps=kw.pop("warmup_steps", 0.05),
-        disable_tqdm=kw.pop("disable_tqdm", True), **kw,
+        disable_tqdm=kw.pop("disable_tqdm", True),
+        # TRL checkpoints activations by default: memory a 135M model does not need, paid for in recompute time
+        gradient_checkpointing=kw.pop("gradient_checkpointing", False),
+        # batches of similar lengths: examples run 60-240 tokens, so random batches are ~1/3 padding
+        train_sampling_strategy=kw.pop("train_sampling_strategy", "group_by_length"), **kw,
     )
 
 
 def train_lora(model: Any, tokenizer: Any, train_ds: Dataset, args: Any, peft_config: Any = None):
     """Train a LoRA adapter with SFTTrainer; returns the trainer (its `state.log_history` has the loss curve)."""
     from trl import SFTTrainer
+    from transformers import PrinterCallback
     trainer = SFTTrainer(model=model, args=args, train_dataset=train_ds, processing_class=tokenizer,
                          peft_config=peft_config or lora_config())
+    trainer.remove_callback(PrinterCallback)  # the log goes to state.log_history (a loss curve), not into notebooks
     trainer.train()
     return trainer
