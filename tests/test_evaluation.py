@@ -1,0 +1,71 @@
+"""RET-LLM evaluation metrics: entity-set answer accuracy, API exact match through parsing, write P/R, the
+per-type summary, and the end-to-end evaluator with a scripted model."""
+import pytest
+
+from retllm_utils import evaluation as ev
+from retllm_utils.models import NgramEmbedder
+
+SCENE = [["Ann Lee", "employed by", "Pfizer"], ["Bo Wu", "employed by", "Pfizer"], ["Cy Li", "customer of", "BMW"]]
+READ = {"id": "t-1", "kind": "read", "query_type": "org_rel", "relation": "employment", "user": "Who works for Pfizer?",
+        "api": "[MEM_READ{>>employed by>>Pfizer}:", "answer": "Ann Lee and Bo Wu are employed by Pfizer.",
+        "query": ["", "employed by", "Pfizer"], "triples": SCENE[:2], "memory": SCENE}
+NONE = {**READ, "id": "t-2", "query_type": "per", "user": "Who is Dee Ray?", "api": "[MEM_READ{Dee Ray>>>>}:",
+        "answer": "I don't know.", "query": ["Dee Ray", "", ""], "triples": []}
+WRITE = {"id": "t-3", "kind": "write", "query_type": "write", "relation": "employment", "user": "Eve Po works for BMW.",
+         "api": "[MEM_WRITE{Eve Po>>employed by>>BMW}]", "answer": "", "query": [],
+         "triples": [["Eve Po", "employed by", "BMW"]], "memory": SCENE}
+
+
+@pytest.mark.parametrize("answer, ok", [
+    ("Ann Lee and Bo Wu are employed by Pfizer.", True),
+    ("Bo Wu and Ann Lee work there.", False),  # no Pfizer: not the gold set
+    ("Ann Lee, Bo Wu and Cy Li are employed by Pfizer.", False),  # one too many
+    ("Ann Lee is employed by Pfizer.", False),  # one missing
+])
+def test_answer_is_right_only_with_the_exact_entity_set(answer, ok):
+    assert ev.answer_correct(answer, READ) is ok
+
+
+def test_no_match_needs_an_answer_naming_nobody():
+    assert ev.answer_correct("I don't know.", NONE)
+    assert not ev.answer_correct("", NONE)
+    assert not ev.answer_correct("Dee Ray is employed by Pfizer.", NONE)
+
+
+def test_a_name_inside_a_longer_one_is_not_counted():
+    assert ev.mentioned("Ann Leeson works at Pfizer Inc", ["Ann Lee", "Pfizer"]) == {"Pfizer"}
+    assert ev.mentioned("Pfizer Health bought it", ["Pfizer", "Pfizer Health"]) == {"Pfizer Health"}
+
+
+def test_predicted_api_is_the_parsed_calls():
+    assert ev.predicted_api("[MEM_READ{>>employed by>>Pfizer}:{x>>y>>z}]Ann.") == READ["api"]
+    assert ev.predicted_api("[MEM_WRITE{Eve Po>>employed by>>BMW}] ok") == WRITE["api"]
+    assert ev.predicted_api("Sure! Eve works at BMW.") == ""
+
+
+def test_write_precision_recall():
+    assert ev._prf([["a", "b", "c"], ["x", "y", "z"]], [["a", "b", "c"]]) == (0.5, 1.0)
+    assert ev._prf([], [["a", "b", "c"]]) == (0.0, 0.0)
+
+
+def test_evaluate_retllm_end_to_end_with_a_scripted_generator(monkeypatch):
+    from retllm_utils.controller import ScriptedGenerator
+
+    def respond(text):
+        if "works for BMW." in text:
+            return "[MEM_WRITE{Eve Po>>employed by>>BMW}]"
+        if "Who works for Pfizer?" in text and not text.endswith("]"):
+            return "[MEM_READ{>>employed by>>Pfizer}:"
+        if text.endswith("]"):
+            return "Ann Lee and Bo Wu are employed by Pfizer."
+        return "[MEM_READ{Dee Ray>>>>}:"
+
+    monkeypatch.setattr(ev, "HFGenerator", lambda *a, **k: ScriptedGenerator(respond))
+    monkeypatch.setattr(ev, "chat_prompt", lambda tok, u: f"<user>{u}</user>")
+    df = ev.evaluate_retllm(None, None, [READ, NONE, WRITE], NgramEmbedder())
+    assert df["api_em"].tolist() == [True, True, True]
+    assert df["answer_ok"].tolist()[:2] == [True, False]  # the no-match read got a made-up answer
+    assert df.loc[2, "write_precision"] == 1.0 and df.loc[2, "write_recall"] == 1.0
+    table = ev.summarize(df)
+    assert table.loc["all", "n"] == 3 and table.loc["all", "answer_acc"] == 0.5
+    assert list(table.index) == ["per", "org_rel", "write", "all"]
