@@ -36,7 +36,7 @@ from workload import phrases_of, workload
 
 KINDS = ["flat", "lsh", "hnsw"]
 EF_SWEEP = [16, 24, 32, 48, 64, 128, 256]
-NBITS_SWEEP = [128, 256, 512, 768, 1536, 3072]
+NBITS_SWEEP = [128, 256, 512, 768, 1536]  # 3072: a 3072x3072 QR, 13 s per open
 
 
 def mem_files(path: Path) -> list[Path]:
@@ -56,47 +56,57 @@ class DictEmbedder:
 
 
 # ---------------------------------------------------------------------------------------------- workers
-def worker_build(a) -> dict:
-    from retllm_utils.memory import TripleMemory
-    set_threads(a.threads)
-    n = a.size
-    name, dim, th = default_embedder_info()
-    cache = VectorCache(name)
-    triples = workload(n, a.seed, a.queries)[0]
-    ents, rels = phrases_of(triples)
-    cache.get(ents + rels)  # load the cached vectors now: reading the cache is not the memory's time
-    emb = CachedEmbedder(cache, name, dim, th)
-    enc_s = [0.0]
-    raw_encode = emb.encode
+class TimedEmbedder:
+    """An embedder whose encode time is summed (so store+index time = write time - encode time)."""
 
-    def timed_encode(texts):
+    def __init__(self, inner):
+        self.inner, self.name, self.dim, self.thresholds = inner, inner.name, inner.dim, inner.thresholds
+        self.seconds = 0.0
+
+    def encode(self, texts):
         t0 = time.perf_counter()
         try:
-            return raw_encode(texts)
+            return self.inner.encode(texts)
         finally:
-            enc_s[0] += time.perf_counter() - t0
-    emb.encode = timed_encode
-    path = Path(a.path)
+            self.seconds += time.perf_counter() - t0
+
+
+def build_memory(path: Path, kind: str, embedder, triples, batch: int) -> dict:
+    """Write `triples` in batches into a new memory at `path`, then close it (saving the indexes)."""
+    from retllm_utils.memory import TripleMemory
+    ents, rels = phrases_of(triples)
+    emb = TimedEmbedder(embedder)
     for f in mem_files(path):
         f.unlink(missing_ok=True)
     rss0 = rss_mib()
     load0 = loadavg()
-    mem = TripleMemory(path, embedder=emb, index=a.kind)
+    mem = TripleMemory(path, embedder=emb, index=kind)
     t0 = time.perf_counter()
-    for i in range(0, n, a.batch):
-        mem.write_many(triples[i:i + a.batch])
+    for i in range(0, len(triples), batch):
+        mem.write_many(triples[i:i + batch])
     write_s = time.perf_counter() - t0
     rss_built = rss_mib() - rss0
     t1 = time.perf_counter()
     mem.close()
     save_s = time.perf_counter() - t1
-    return {"n_triples": n, "n_entities": len(ents), "n_relations": len(rels), "batch": a.batch,
-            "write_s": write_s, "cache_lookup_s": enc_s[0], "store_index_s": write_s - enc_s[0],
-            "store_index_triples_per_s": n / (write_s - enc_s[0]), "save_s": save_s,
+    n = len(triples)
+    return {"n_triples": n, "n_entities": len(ents), "n_relations": len(rels), "batch": batch,
+            "write_s": write_s, "cache_lookup_s": emb.seconds, "store_index_s": write_s - emb.seconds,
+            "store_index_triples_per_s": n / (write_s - emb.seconds), "save_s": save_s,
             "build_rss_mib": rss_built, "build_peak_rss_mib": peak_rss_mib(),
             "disk_mib": dir_size_mib(mem_files(path)),
             "disk_files_mib": {f.name: round(f.stat().st_size / 2**20, 1) for f in mem_files(path) if f.exists()},
             "loadavg_build": [load0, loadavg()]}
+
+
+def worker_build(a) -> dict:
+    set_threads(a.threads)
+    name, dim, th = default_embedder_info()
+    cache = VectorCache(name)
+    triples = workload(a.size, a.seed, a.queries)[0]
+    ents, rels = phrases_of(triples)
+    cache.get(ents + rels)  # load the cached vectors now: reading the cache is not the memory's time
+    return build_memory(Path(a.path), a.kind, CachedEmbedder(cache, name, dim, th), triples, a.batch)
 
 
 def _lookups(mem, exact, fuzzy, gt_cos, warm=50):
@@ -126,45 +136,73 @@ def _lookups(mem, exact, fuzzy, gt_cos, warm=50):
                       "nearest_is_source": same_src / k, "mean_results": fz_n / k}}
 
 
-def worker_query(a) -> dict:
+def query_memory(path: Path, kind: str, embedder, exact, fuzzy, gt, sweep: bool, ef_sweep=EF_SWEEP,
+                 nbits_sweep=NBITS_SWEEP) -> dict:
+    """Reopen the memory at `path`, then time exact and fuzzy reads one at a time (and sweep, if asked)."""
     from retllm_utils.memory import TripleMemory
+    load0 = loadavg()
+    rss0 = rss_mib()
+    t0 = time.perf_counter()
+    mem = TripleMemory(path, embedder=embedder, index=kind)
+    reopen_s = time.perf_counter() - t0
+    out = {"reopen_s": reopen_s, "reopen_status": dict(mem.index_status), "open_rss_mib": rss_mib() - rss0}
+    out.update(_lookups(mem, exact, fuzzy, gt))
+    points = []
+    if sweep and kind == "hnsw":
+        default = mem.hnsw_ef_search
+        for ef in ef_sweep:
+            mem.hnsw_ef_search = ef
+            points.append({"param": "efSearch", "value": ef, **_lookups(mem, exact[:100], fuzzy, gt)["fuzzy"]})
+        mem.hnsw_ef_search = default
+    mem.close()
+    if sweep and kind == "lsh":
+        for nbits in list(nbits_sweep) + [None]:  # None last: leaves the saved index at the default nbits
+            m = TripleMemory(path, embedder=embedder, index="lsh", lsh_nbits=nbits)
+            if nbits is not None:
+                points.append({"param": "nbits", "value": nbits,
+                               **_lookups(m, exact[:100], fuzzy, gt)["fuzzy"]})
+            m.close()
+    out["sweep"] = points
+    out["loadavg_query"] = [load0, loadavg()]
+    return out
+
+
+def worker_query(a) -> dict:
     set_threads(a.threads)
     q = json.loads(Path(a.queries_file).read_text())
     z = np.load(a.queries_file.replace(".json", ".npz"))
     name, dim, th = default_embedder_info()
     emb = DictEmbedder(name, dim, th, z["texts"].tolist(), z["vecs"])
-    exact = [tuple(x) for x in q["exact"]]
-    fuzzy = [(tuple(x), src) for x, src in q["fuzzy"]]
-    gt = q["gt_cos"]
-    load0 = loadavg()
-    rss0 = rss_mib()
+    return query_memory(Path(a.path), a.kind, emb, [tuple(x) for x in q["exact"]],
+                        [(tuple(x), src) for x, src in q["fuzzy"]], q["gt_cos"], a.sweep)
+
+
+def run_in_process(n: int, embedder, workdir: Path, kinds=KINDS, seed: int = 0, queries: int = 200,
+                   sweep: bool = True, batch: int = 10_000, threads: int = 1, ef_sweep=EF_SWEEP,
+                   nbits_sweep=NBITS_SWEEP) -> dict:
+    """The whole benchmark for a small size in this process, with any embedder (e.g. NgramEmbedder): for the
+    notebook's smoke profile. Same record format as results/memory.json; RSS is not isolated per phase."""
+    set_threads(threads)
+    triples, exact, fuzzy, needed = workload(n, seed, queries)
+    texts = list(dict.fromkeys(needed))
     t0 = time.perf_counter()
-    mem = TripleMemory(a.path, embedder=emb, index=a.kind)
-    reopen_s = time.perf_counter() - t0
-    out = {"reopen_s": reopen_s, "reopen_status": dict(mem.index_status), "open_rss_mib": rss_mib() - rss0}
-    out.update(_lookups(mem, exact, fuzzy, gt))
-    sweep = []
-    if a.sweep and a.kind == "hnsw":
-        default = mem.hnsw_ef_search
-        for ef in EF_SWEEP:
-            mem.hnsw_ef_search = ef
-            r = _lookups(mem, exact[:300], fuzzy, gt)["fuzzy"]
-            sweep.append({"param": "efSearch", "value": ef, **r})
-        mem.hnsw_ef_search = default
-    mem.close()
-    if a.sweep and a.kind == "lsh":
-        default = None
-        for nbits in NBITS_SWEEP + [None]:  # None last: leaves the saved index at the default nbits
-            m = TripleMemory(a.path, embedder=emb, index="lsh", lsh_nbits=nbits)
-            if nbits is None:
-                m.close()
-                break
-            r = _lookups(m, exact[:300], fuzzy, gt)["fuzzy"]
-            sweep.append({"param": "nbits", "value": nbits, **r})
-            m.close()
-    out["sweep"] = sweep
-    out["loadavg_query"] = [load0, loadavg()]
-    return out
+    vecs = np.asarray(embedder.encode(texts), np.float32)
+    embed_s = time.perf_counter() - t0
+    vecs /= np.maximum(np.linalg.norm(vecs, axis=1, keepdims=True), 1e-12)
+    emb = DictEmbedder(embedder.name, embedder.dim, embedder.thresholds, texts, vecs)
+    ents, _ = phrases_of(triples)
+    pos = {t: i for i, t in enumerate(texts)}
+    E, Q = vecs[[pos[e] for e in ents]], vecs[[pos[q[0] or q[2]] for q, _ in fuzzy]]
+    gt = (Q @ E.T).max(axis=1)
+    runs = []
+    for kind in kinds:
+        path = Path(workdir) / f"{size_label(n)}-{kind}.sqlite"
+        rec = {"size": size_label(n), "kind": kind, **build_memory(path, kind, emb, triples, batch),
+               **query_memory(path, kind, emb, exact, fuzzy, gt.tolist(), sweep, ef_sweep, nbits_sweep)}
+        rec["embed_s"] = embed_s
+        runs.append(rec)
+    return {"benchmark": "memory", "embedder": embedder.name, "seed": seed, "queries": queries, "runs": runs,
+            "machine": machine()}
 
 
 # ---------------------------------------------------------------------------------------------- driver

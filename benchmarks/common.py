@@ -68,10 +68,11 @@ def machine() -> dict[str, Any]:
             ["lscpu"], capture_output=True, text=True).stdout.splitlines() if l.startswith("Model name"))
     except (StopIteration, OSError):
         pass
-    for mod in ("faiss", "torch", "transformers", "trl", "peft", "sentence_transformers", "numpy"):
+    from importlib.metadata import PackageNotFoundError, version
+    for dist in ("faiss-cpu", "torch", "transformers", "trl", "peft", "sentence-transformers", "numpy"):
         try:
-            info[mod] = __import__(mod).__version__
-        except Exception:  # noqa: BLE001 - a missing library is just not reported
+            info[dist] = version(dist)
+        except PackageNotFoundError:
             pass
     try:
         info["git"] = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,

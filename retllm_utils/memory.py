@@ -249,7 +249,8 @@ class TripleMemory:
         if self.index_kind == "flat":
             inner = faiss.IndexFlatIP(self.dim)
         elif self.index_kind == "lsh":
-            inner = faiss.IndexLSH(self.dim, self.lsh_nbits, True, False)  # fixed-seed random rotation: no training
+            with _one_thread():  # the rotation's QR is barrier-bound: 2 threads on 2 busy cores took 70 s, not 0.4 s
+                inner = faiss.IndexLSH(self.dim, self.lsh_nbits, True, False)  # fixed-seed random rotation: no training
         else:
             inner = faiss.IndexHNSWFlat(self.dim, self.hnsw_m, faiss.METRIC_INNER_PRODUCT)
         self._inner[kind], self._index[kind] = inner, faiss.IndexIDMap(inner)  # faiss ids = phrase ids

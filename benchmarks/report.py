@@ -1,0 +1,66 @@
+"""Print the README's *Performance* tables from benchmarks/results/*.json (so README numbers are never typed in).
+
+    .venv/bin/python benchmarks/report.py
+"""
+from __future__ import annotations
+
+import json
+
+from common import RESULTS
+
+
+def fmt(x: float, digits: int = 2) -> str:
+    return f"{x:,.0f}" if abs(x) >= 100 else f"{x:.{digits}f}"
+
+
+def main() -> None:
+    mem = json.loads((RESULTS / "memory.json").read_text())
+    print("| triples | index | store+index triples/s | exact p50 / p99 ms | fuzzy p50 / p99 ms | recall@1 | "
+          "RSS MiB | disk MiB | reopen s | load avg |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    for r in mem["runs"]:
+        print(f"| {r['size']} | {r['kind']} | {fmt(r['store_index_triples_per_s'])} | "
+              f"{fmt(r['exact']['p50_ms'], 3)} / {fmt(r['exact']['p99_ms'], 3)} | "
+              f"{fmt(r['fuzzy']['p50_ms'], 3)} / {fmt(r['fuzzy']['p99_ms'], 3)} | {r['fuzzy']['recall_at_1']:.3f} | "
+              f"{fmt(r['open_rss_mib'], 0)} | {fmt(r['disk_mib'], 0)} | {fmt(r['reopen_s'])} | "
+              f"{r['loadavg_query'][0][0]:.1f} |")
+    enc = mem.get("encoder")
+    if enc:
+        print(f"\nEncoder ({mem['embedder']}, {enc['threads']} threads, load {enc['loadavg'][0]:.1f}): one phrase "
+              f"p50 {enc['one_phrase']['p50_ms']:.1f} ms; batched {enc['batch_phrases_per_s']:.0f} phrases/s, so "
+              + ", ".join(f"{r['size']} triples ({r['n_entities'] + r['n_relations']:,} phrases) ≈ "
+                          f"{r['embed_s_est']:.0f} s" for r in mem["runs"] if r["kind"] == "flat") + " of embedding.")
+    fill = mem.get("cache_fill")
+    if fill:
+        print(f"Vector cache filled at {fill['phrases_per_s']:.0f} phrases/s ({fill['phrases']:,} phrases, niced, "
+              f"threads {fill['threads']}, mean load {fill['mean_loadavg']:.1f}).")
+    sweeps = [r for r in mem["runs"] if r.get("sweep")]
+    for r in sweeps:
+        pts = ", ".join(f"{p['value']}: {p['p50_ms']:.3f} ms / {p['recall_at_1']:.3f}" for p in r["sweep"])
+        print(f"\nSweep at {r['size']}, {r['kind']} {r['sweep'][0]['param']} (fuzzy p50 / recall@1): {pts}")
+    try:
+        ctl = json.loads((RESULTS / "controller.json").read_text())
+        print(f"\nController ({ctl['mode']}; memory: {ctl['memory']}, {ctl['memory_triples']:,} triples), "
+              f"medians of {ctl['summary_median'][0]['n']} turns:\n")
+        print("| turn | total ms | generation ms | memory ms (encoder) | overhead ms | tokens | load avg |")
+        print("| --- | --- | --- | --- | --- | --- | --- |")
+        for r in ctl["summary_median"]:
+            print(f"| {r['turn']} | {fmt(r['total_ms'])} | {fmt(r['generation_ms'])} | {fmt(r['memory_ms'], 1)} "
+                  f"({fmt(r['encoder_ms'], 1)}) | {fmt(r['overhead_ms'], 1)} | {r['tokens']:.0f} | {r['loadavg']:.1f} |")
+    except FileNotFoundError:
+        pass
+    try:
+        tr = json.loads((RESULTS / "training.json").read_text())
+        s = {x["labels"]: x for x in tr["summary"]}
+        print(f"\nLoRA SFT ({tr['steps']} steps × {tr['batch']} examples, {tr['tokens_per_run']:,} tokens, "
+              f"{tr['threads']} threads): span masks {s['span masks']['tokens_per_s_median']:.0f} tokens/s "
+              f"(runs {s['span masks']['tokens_per_s_min']:.0f}–{s['span masks']['tokens_per_s_max']:.0f}), all tokens "
+              f"{s['all tokens']['tokens_per_s_median']:.0f} tokens/s (runs {s['all tokens']['tokens_per_s_min']:.0f}–"
+              f"{s['all tokens']['tokens_per_s_max']:.0f}); ratio {tr['mask_over_nomask_speed']:.3f}; load "
+              f"{min(r['loadavg'] for r in tr['runs']):.1f}–{max(r['loadavg'] for r in tr['runs']):.1f}.")
+    except FileNotFoundError:
+        pass
+
+
+if __name__ == "__main__":
+    main()
