@@ -21,10 +21,14 @@ sentence with 32 triples or more (`max_triples`).
 Read example, one per read point (the first mention of an entity that completes a relation whose other
 entity appeared earlier)::
 
-    text before the read point + "({MEM_READ(s>>r>>;>>r>>o)-->" + results + "})" + continuation + "({"
+    text before the read point + "({MEM_READ(s>>r>>;>>r>>o)-->" + results + "})" + " " + continuation + "({"
 
 The continuation runs to the next read point of the document (ending with "({", the start of the next
-call) or to the document's end. The loss covers the call up to ``)-->`` and the continuation, never the
+call) or to the document's end. The space before the read word moves after the call (plain "recording
+artist" gives "recording({MEM_READ(..)-->..}) artist"): with a byte-level BPE tokenizer the continuation
+then starts with the token the plain document has there (" artist", not "artist"), so a read model is
+trained and scored on the document's own tokens (the paper's SentencePiece gives "▁artist" either way) and
+`perplexity` compares every ablation on identical tokens. The loss covers the call up to ``)-->`` and the continuation, never the
 memory's results (nor the text before the read point). Earlier calls are not in the text (the paper removes answered calls from the context).
 Filters, as the official code: a query whose (relation, known side) is in `AMBIGUOUS_QUERIES` (paper
 Table 2) is dropped; a query with `q_thr` (30) or more results is dropped; at most `max_queries` (3) per
@@ -55,7 +59,8 @@ __all__ = [
     "AMBIGUOUS_QUERIES", "Q_THR", "MAX_QUERIES", "MAX_TRIPLES", "EMPTY_EVIDENCE", "READ_CONTINUE", "PROFILE_DOCS",
     "load_docred", "relation_names", "DocView", "gold_triples", "relation_sentence",
     "write_examples", "build_write_rows", "GoldMemory", "triple_memory_lookup", "read_examples",
-    "build_read_rows", "eval_doc_row", "render", "features", "make_dataset", "dataset_dir",
+    "build_read_rows", "eval_doc_row", "render", "features", "make_dataset", "dataset_dir", "read_rows_current",
+    "load_or_build",
 ]
 
 Q_THR = 30  # MemLLM §3.1: a query with this many results or more is too broad to help (official: >= 30 dropped)
@@ -457,10 +462,11 @@ def read_examples(doc: Mapping[str, Any], rel_names: Mapping[str, str], lookup: 
         pre, pre_start = view.pretext(read, max_pretext_chars)
         call = format_memllm_read_query(p["queries"])
         reply = format_memllm_read_reply(p["results"])
-        cont = view.words_text(read, nxt) + ("" if eot else READ_CONTINUE)
+        lead = " " if read > 0 else ""  # the space before the read word stays with it, after the call (module doc)
+        cont = lead + view.words_text(read, nxt) + ("" if eot else READ_CONTINUE)
         text = pre + call + reply + cont
         c0 = len(pre) + len(call) + len(reply)  # where the continuation starts in `text`
-        shift = c0 - view.char_start[read]  # doc char offset -> row char offset, inside the continuation
+        shift = c0 + len(lead) - view.char_start[read]  # doc char offset -> row char offset, in the continuation
         ta, tb = p["target_word"]
         rows.append({
             "id": f"{split}-{doc_idx}-r{i}", "doc_idx": doc_idx, "title": doc.get("title", ""), "text": text,
@@ -602,3 +608,41 @@ def dataset_dir(profile: str = "cpu") -> Path:
     if profile not in PROFILE_DOCS:
         raise ValueError(f"unknown profile {profile!r}; known: {sorted(PROFILE_DOCS)}")
     return DATA / "memllm_docred" if profile == "cpu" else run_dir("memllm_docred", profile)
+
+
+def _rel(path: Path) -> str:
+    from .paths import ROOT
+    try:
+        return str(path.relative_to(ROOT))
+    except ValueError:
+        return str(path)
+
+
+def read_rows_current(ds: Any) -> bool:
+    """True if saved read rows keep the read word's space after the call (the format since the evaluators landed)."""
+    for row in ds:
+        if row["read_word"] > 0:
+            return row["text"][row["spans"][1][0]:row["spans"][1][0] + 1] == " "
+    return True
+
+
+def load_or_build(profile: str, seed: int = 0, **make_kw: Any) -> tuple[Any, str]:
+    """The profile's DatasetDict as notebook 04 saved it, or built here with 04's defaults if it is missing or stale.
+
+    Returns (DatasetDict, a line saying which), so notebooks 05 and 06 run even when 04 has not run on this profile.
+    """
+    from datasets import load_from_disk
+
+    d = dataset_dir(profile)
+    if (d / "dataset_dict.json").is_file():
+        dd = load_from_disk(str(d))
+        if read_rows_current(dd["read_train"]) and read_rows_current(dd["read_dev"]):
+            return dd, f"loaded {_rel(d)} (saved by notebook 04)"
+        why = f"{_rel(d)} predates the current read-row format"
+    else:
+        why = f"no saved data set at {_rel(d)}"
+    red = DATA / "redocred"
+    kw = {**{k: v for k, v in PROFILE_DOCS[profile].items()}, "seed": seed, **make_kw}
+    dd, _ = make_dataset(load_docred(red / "test_revised.json"), load_docred(red / "dev_revised.json"),
+                         relation_names(red / "rel_info.json"), **kw)
+    return dd, f"built here with notebook 04's defaults ({why}; run notebook 04 to save it)"

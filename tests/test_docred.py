@@ -277,3 +277,25 @@ def test_tokenized_labels_cover_the_spans(corpus, smol):
     reply = (spans[0][1], spans[1][0])  # the memory's results: no token inside is supervised
     inside = [lab for (a, b), lab in zip(offsets, enc["labels"]) if reply[0] <= a and b <= reply[1]]
     assert inside and all(lab == IGNORE for lab in inside)
+
+
+def test_read_continuation_keeps_the_read_words_space(corpus):
+    """After the call comes " word", as in the plain text, so its tokens are the document's own (no "Rih|anna")."""
+    docs, rn = corpus
+    for d, rows in _read_rows(docs, rn, early_shift=1.0).items():
+        view = DocView.of(docs[d])
+        for row in rows:
+            text, (_, cont) = row["text"], row["spans"]
+            words = view.words_text(row["read_word"], row["read_word"] + 1)
+            assert text[cont[0]:].startswith((" " if row["read_word"] else "") + words)
+            assert text[cont[0] - 2:cont[0]] == "})" and not text[:row["spans"][0][0]].endswith(" ")
+
+
+def test_read_rows_current_detects_the_old_format(corpus):
+    from retllm_utils.docred import read_rows_current
+
+    docs, rn = corpus
+    rows = [r for rs in _read_rows(docs, rn).values() for r in rs]
+    assert read_rows_current(rows)
+    old = [dict(r, text=r["text"][:r["spans"][1][0]] + r["text"][r["spans"][1][0] + 1:]) for r in rows if r["read_word"]]
+    assert not read_rows_current(old)
