@@ -202,7 +202,13 @@ def _parse_retllm_call(text: str, start: int, skip: int, *, write: bool) -> tupl
     body_start = start + skip
     close = _find_unescaped(text, "{}[]", body_start)
     if close < 0 or text[close] != "}":
-        end = len(text) if close < 0 else close
+        # A ']' closes the broken call and a '[' may open the next; after a nested '{' it runs to the next call,
+        # so degenerate output such as '[MEM_WRITE{MEM_WRITE{MEM_WRITE{…' is one error, never shown as an answer.
+        nxt = text.find("[MEM_", start + 1)
+        if close >= 0 and text[close] in "[]":
+            end = close + (text[close] == "]")
+        else:
+            end = len(text) if nxt < 0 else nxt
         return _err(f"{name}: unbalanced braces (no '}}' closing the triple)", text, start, end)
     parsed = _parse_triple(text[body_start:close], name)
     if isinstance(parsed, str):  # a write's closing ']' belongs to the bad call, not to the text after it

@@ -160,3 +160,15 @@ def test_parsers_never_raise_on_random_text(text):
 def test_parsers_never_raise_on_api_shaped_fragments(parts):
     text = "".join(parts)
     assert all(isinstance(c, (MemWrite, MemRead, ApiError)) for c in parse_retllm(text) + parse_memllm(text))
+
+
+def test_degenerate_call_is_one_error_and_never_reaches_the_user():
+    """Seen from a trained 135M model: a write that never closes and repeats its opener."""
+    text = "[MEM_WRITE{Willian Banik>>customer of>>BMW}][MEM_WRITE{MEM_WRITE{MEM_WRITE{MEM_WRITE{"
+    calls = parse_retllm(text)
+    assert isinstance(calls[0], MemWrite) and isinstance(calls[1], ApiError) and len(calls) == 2
+    assert strip_retllm_calls(text) == ""
+    # an unclosed call still leaves a following well-formed call, and the text after a closing ']', alone
+    calls = parse_retllm("[MEM_WRITE{a>>b[MEM_WRITE{x>>y>>z}]")
+    assert isinstance(calls[0], ApiError) and calls[1] == MemWrite((Triple("x", "y", "z"),), 15, 35)
+    assert strip_retllm_calls("[MEM_WRITE{a>>b>>c] ok") == " ok"
