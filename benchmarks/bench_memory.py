@@ -30,6 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from common import (CACHE, FIGURES, RESULTS, CachedEmbedder, VectorCache, busy_processes, default_embedder_info,
+                    load_default_embedder,
                     dir_size_mib, loadavg, machine, parse_size, percentiles_ms, peak_rss_mib, rss_mib, save_result,
                     set_threads, size_label, table)
 from workload import phrases_of, workload
@@ -101,7 +102,7 @@ def build_memory(path: Path, kind: str, embedder, triples, batch: int) -> dict:
 
 def worker_build(a) -> dict:
     set_threads(a.threads)
-    name, dim, th = default_embedder_info()
+    name, dim, th = default_embedder_info(a.encoder)
     cache = VectorCache(name)
     triples = workload(a.size, a.seed, a.queries)[0]
     ents, rels = phrases_of(triples)
@@ -171,7 +172,7 @@ def worker_query(a) -> dict:
     set_threads(a.threads)
     q = json.loads(Path(a.queries_file).read_text())
     z = np.load(a.queries_file.replace(".json", ".npz"))
-    name, dim, th = default_embedder_info()
+    name, dim, th = default_embedder_info(a.encoder)
     emb = DictEmbedder(name, dim, th, z["texts"].tolist(), z["vecs"])
     return query_memory(Path(a.path), a.kind, emb, [tuple(x) for x in q["exact"]],
                         [(tuple(x), src) for x, src in q["fuzzy"]], q["gt_cos"], a.sweep)
@@ -220,7 +221,7 @@ def ground_truth(cache: VectorCache, ents: list[str], fuzzy) -> np.ndarray:
 def run_worker(role: str, a, kind: str, n: int, path: Path, extra: list[str] = ()) -> dict:
     cmd = [sys.executable, __file__, "--worker", role, "--kind", kind, "--size", str(n), "--path", str(path),
            "--seed", str(a.seed), "--queries", str(a.queries), "--threads", str(a.threads),
-           "--batch", str(a.batch), *extra]
+           "--batch", str(a.batch), "--encoder", a.encoder, *extra]
     p = subprocess.run(cmd, capture_output=True, text=True)
     if p.returncode:
         sys.stderr.write(p.stdout + p.stderr)
@@ -228,12 +229,11 @@ def run_worker(role: str, a, kind: str, n: int, path: Path, extra: list[str] = (
     return json.loads(p.stdout.strip().splitlines()[-1])
 
 
-def encoder_speed(cache_name: str, phrases: list[str], threads: int) -> dict:
+def encoder_speed(encoder: str, phrases: list[str], threads: int) -> dict:
     """The default encoder measured now: one phrase at a time (as a fuzzy query) and batched (as a write)."""
     import torch
     torch.set_num_threads(threads)
-    from retllm_utils.models import load_embedder
-    emb = load_embedder()
+    emb = load_default_embedder(encoder)
     emb.encode(phrases[:64])
     one = []
     for p in phrases[:100]:
@@ -248,7 +248,7 @@ def encoder_speed(cache_name: str, phrases: list[str], threads: int) -> dict:
             "loadavg": loadavg()}
 
 
-def figure(res: dict) -> list[Path]:
+def figure(res: dict, stem: str = "memory") -> list[Path]:
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -275,7 +275,7 @@ def figure(res: dict) -> list[Path]:
         ax.legend(fontsize=7)
         ax.grid(alpha=0.3)
     fig.tight_layout()
-    out = [FIGURES / "07_memory_scaling.png"]
+    out = [FIGURES / f"07_{stem}_scaling.png"]
     FIGURES.mkdir(exist_ok=True)
     fig.savefig(out[0])
     sweeps = [r for r in runs if r.get("sweep")]
@@ -299,7 +299,7 @@ def figure(res: dict) -> list[Path]:
         ax.legend(fontsize=7)
         ax.grid(alpha=0.3)
         fig.tight_layout()
-        out.append(FIGURES / "07_memory_sweep.png")
+        out.append(FIGURES / f"07_{stem}_sweep.png")
         fig.savefig(out[-1])
     return out
 
@@ -315,8 +315,11 @@ def main() -> None:
     ap.add_argument("--sweep", action="store_true", help="also sweep HNSW efSearch and LSH nbits")
     ap.add_argument("--no-build", action="store_true", help="reuse the memories built by an earlier run")
     ap.add_argument("--encoder-check", type=int, default=1, help="0: skip timing the encoder itself")
+    ap.add_argument("--encoder-only", action="store_true", help="only time the encoder, keep the memory results")
     ap.add_argument("--dir", type=Path, default=CACHE / "memories", help="where the memories are built")
-    ap.add_argument("--out", default="memory", help="results/<out>.json")
+    ap.add_argument("--encoder", choices=["minilm", "ngram"], default="minilm",
+                    help="minilm: the bundled all-MiniLM-L6-v2; ngram: hashed trigrams, 384-d (no model, for scale)")
+    ap.add_argument("--out", default=None, help="results/<out>.json (default memory, or memory_ngram)")
     ap.add_argument("--worker", choices=["build", "query"], help=argparse.SUPPRESS)
     ap.add_argument("--kind", help=argparse.SUPPRESS)
     ap.add_argument("--size", type=int, help=argparse.SUPPRESS)
@@ -327,7 +330,8 @@ def main() -> None:
         print(json.dumps((worker_build if a.worker == "build" else worker_query)(a), default=float))
         return
 
-    name, dim, th = default_embedder_info()
+    name, dim, th = default_embedder_info(a.encoder)
+    a.out = a.out or ("memory" if a.encoder == "minilm" else f"memory_{a.encoder}")
     cache = VectorCache(name)
     out_path = RESULTS / f"{a.out}.json"
     res = json.loads(out_path.read_text()) if out_path.exists() else {"runs": []}
@@ -335,13 +339,13 @@ def main() -> None:
                 "faiss_threads": a.threads, "batch": a.batch, "machine": machine(),
                 "cache_fill": cache.encode_rate()})
     a.dir.mkdir(parents=True, exist_ok=True)
-    for size in a.sizes:
+    for size in [] if a.encoder_only else a.sizes:
         n = parse_size(size)
         triples, exact, fuzzy, needed = workload(n, a.seed, a.queries)
         missing = cache.missing(needed)
         if missing:
             raise SystemExit(f"{len(missing):,} phrases of {size} are not in the vector cache: run "
-                             f"benchmarks/embed_cache.py --sizes {size} first")
+                             f"benchmarks/embed_cache.py --encoder {a.encoder} --sizes {size} first")
         ents, rels = phrases_of(triples)
         gt = ground_truth(cache, ents, fuzzy)
         del triples
@@ -351,7 +355,7 @@ def main() -> None:
         terms = list(dict.fromkeys(x for q in [q for q, _ in fuzzy] + exact for x in q if x))
         np.savez(qdir / "q.npz", texts=np.array(terms), vecs=cache.get(terms))
         for kind in a.kinds:
-            path = a.dir / f"{size_label(n)}-{kind}.sqlite"
+            path = a.dir / f"{size_label(n)}-{kind}{'' if a.encoder == 'minilm' else '-' + a.encoder}.sqlite"
             print(f"== {size_label(n)} {kind}: load {loadavg()}", flush=True)
             busy = busy_processes()
             if a.no_build and path.exists():
@@ -376,7 +380,7 @@ def main() -> None:
         shutil.rmtree(qdir)
     if a.encoder_check:
         ents = phrases_of(workload(10_000, a.seed + 7, 10)[0])[0]
-        res["encoder"] = encoder_speed(name, ents, a.threads)
+        res["encoder"] = encoder_speed(a.encoder, ents, a.threads)
     rate = (res.get("encoder") or {}).get("batch_phrases_per_s")
     for r in res["runs"]:
         r["embed_s_est"] = (r["n_entities"] + r["n_relations"]) / rate if rate else None
@@ -399,7 +403,7 @@ def main() -> None:
         e = res["encoder"]
         print(f"encoder ({name}, {e['threads']} threads): one phrase p50 {e['one_phrase']['p50_ms']:.1f} ms, "
               f"batched {e['batch_phrases_per_s']:.0f} phrases/s (load {e['loadavg'][0]:.2f})")
-    for f in figure(res):
+    for f in figure(res, a.out):
         print("figure:", os.path.relpath(f))
     print("results:", os.path.relpath(out_path))
 

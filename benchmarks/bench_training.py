@@ -69,7 +69,7 @@ def main() -> None:
 
     print(f"{n_tokens:,} tokens in {len(rows)} examples, {supervised:,} supervised under masks "
           f"({supervised / n_tokens:.0%}); warm-up run...", flush=True)
-    run(True, 2)
+    run(True, 1)
     order = [m for i in range(a.rounds) for m in ((True, False) if i % 2 == 0 else (False, True))]
     runs = []
     for m in order:

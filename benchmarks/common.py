@@ -239,15 +239,22 @@ class CachedEmbedder:
         return self.cache.get(texts)
 
 
-def default_embedder_info() -> tuple[str, int, dict[str, float]]:
-    """(name, dim, thresholds) of the default encoder, without loading it."""
+ENCODERS = ("minilm", "ngram")  # the bundled all-MiniLM-L6-v2 (default), or hashed trigrams (384-d, instant)
+
+
+def default_embedder_info(encoder: str = "minilm") -> tuple[str, int, dict[str, float]]:
+    """(name, dim, thresholds) of a benchmark encoder, without loading it."""
+    if encoder == "ngram":
+        from retllm_utils.models import NgramEmbedder
+        e = NgramEmbedder(384)  # the MiniLM's dim: same index and vector sizes, encoder cost ~0
+        return e.name, e.dim, dict(e.thresholds)
     from retllm_utils.models import DEFAULT_EMBEDDER, MINILM_THRESHOLDS
     return DEFAULT_EMBEDDER, 384, dict(MINILM_THRESHOLDS)
 
 
-def load_default_embedder() -> Any:
-    from retllm_utils.models import load_embedder
-    return load_embedder()
+def load_default_embedder(encoder: str = "minilm") -> Any:
+    from retllm_utils.models import NgramEmbedder, load_embedder
+    return NgramEmbedder(384) if encoder == "ngram" else load_embedder()
 
 
 def percentiles_ms(samples_s: Sequence[float]) -> dict[str, float]:

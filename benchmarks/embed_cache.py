@@ -21,12 +21,13 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--queries", type=int, default=1000)
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--encoder", choices=["minilm", "ngram"], default="minilm")
     ap.add_argument("--budget-min", type=float, default=None, help="stop after this many minutes (resumable)")
     args = ap.parse_args()
     import torch
     torch.set_num_threads(args.threads)
     set_threads(args.threads)
-    name, _, _ = default_embedder_info()
+    name, _, _ = default_embedder_info(args.encoder)
     cache = VectorCache(name)
     embedder = None
     t0 = time.perf_counter()
@@ -37,7 +38,7 @@ def main() -> None:
         print(f"{size}: {len(set(needed)):,} phrases, {len(todo):,} not cached (load {loadavg()[0]:.2f})", flush=True)
         if not todo:
             continue
-        embedder = embedder or load_default_embedder()
+        embedder = embedder or load_default_embedder(args.encoder)
         budget = None if args.budget_min is None else args.budget_min * 60 - (time.perf_counter() - t0)
         left = cache.fill(todo, embedder, budget_s=budget)
         if left:

@@ -13,8 +13,8 @@ def fmt(x: float, digits: int = 2) -> str:
     return f"{x:,.0f}" if abs(x) >= 100 else f"{x:.{digits}f}"
 
 
-def main() -> None:
-    mem = json.loads((RESULTS / "memory.json").read_text())
+def memory_tables(mem: dict) -> None:
+    print(f"Encoder {mem['embedder']}:\n")
     print("| triples | index | store+index triples/s | exact p50 / p99 ms | fuzzy p50 / p99 ms | recall@1 | "
           "RSS MiB | disk MiB | reopen s | load avg |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
@@ -32,12 +32,19 @@ def main() -> None:
                           f"{r['embed_s_est']:.0f} s" for r in mem["runs"] if r["kind"] == "flat") + " of embedding.")
     fill = mem.get("cache_fill")
     if fill:
-        print(f"Vector cache filled at {fill['phrases_per_s']:.0f} phrases/s ({fill['phrases']:,} phrases, niced, "
+        print(f"\nVector cache filled at {fill['phrases_per_s']:.0f} phrases/s ({fill['phrases']:,} phrases, niced, "
               f"threads {fill['threads']}, mean load {fill['mean_loadavg']:.1f}).")
     sweeps = [r for r in mem["runs"] if r.get("sweep")]
     for r in sweeps:
         pts = ", ".join(f"{p['value']}: {p['p50_ms']:.3f} ms / {p['recall_at_1']:.3f}" for p in r["sweep"])
         print(f"\nSweep at {r['size']}, {r['kind']} {r['sweep'][0]['param']} (fuzzy p50 / recall@1): {pts}")
+
+
+def main() -> None:
+    for name in ("memory.json", "memory_ngram.json"):
+        if (RESULTS / name).exists():
+            memory_tables(json.loads((RESULTS / name).read_text()))
+            print()
     try:
         ctl = json.loads((RESULTS / "controller.json").read_text())
         print(f"\nController ({ctl['mode']}; memory: {ctl['memory']}, {ctl['memory_triples']:,} triples), "
