@@ -208,7 +208,10 @@ class VectorCache:
         """Phrases/s over every chunk the cache was filled with (as filled: threads, nice and load vary)."""
         n = sum(m["n"] for m in self.log)
         s = sum(m["encode_s"] for m in self.log)
+        best = max(self.log, key=lambda m: m["n"] / m["encode_s"], default=None)
         return {"phrases": n, "encode_s": s, "phrases_per_s": n / s if s else float("nan"),
+                "best_chunk": None if best is None else {"phrases_per_s": best["n"] / best["encode_s"],
+                                                         "loadavg": best["loadavg_before"], "n": best["n"]},
                 "threads": sorted({m.get("threads") for m in self.log} - {None}),
                 "mean_loadavg": float(np.mean([m["loadavg_before"] for m in self.log])) if self.log else float("nan")}
 
