@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from common import (CACHE, FIGURES, RESULTS, busy_processes, loadavg, machine, percentiles_ms, save_result,
+from common import (CACHE, FIGURES, busy_processes, loadavg, machine, save_result,
                     set_threads, table)
 
 
@@ -68,7 +68,7 @@ def main() -> None:
     a = ap.parse_args()
 
     import torch
-    from transformers import LogitsProcessor, LogitsProcessorList
+    from transformers import LogitsProcessorList
 
     from retllm_utils import controller as ctl
     from retllm_utils.memory import TripleMemory
@@ -89,18 +89,6 @@ def main() -> None:
         model = PeftModel.from_pretrained(model, str(adapter)).merge_and_unload().eval()
     mode = f"trained LoRA adapter {os.path.relpath(adapter)} (merged)" if adapter else "base model, API call forced"
     print("model:", mode, flush=True)
-
-    class ForceThenFree(LogitsProcessor):
-        def __init__(self, base_len, ids):
-            self.base_len, self.ids = base_len, ids
-
-        def __call__(self, input_ids, scores):
-            k = input_ids.shape[1] - self.base_len
-            if 0 <= k < len(self.ids):
-                forced = torch.full_like(scores, -float("inf"))
-                forced[:, self.ids[k]] = 0
-                return forced
-            return scores
 
     embedder = load_embedder()
     tmp = Path(tempfile.mkdtemp(prefix="bench_ctl"))
@@ -133,7 +121,7 @@ def main() -> None:
             if adapter is None:
                 base = tok(prompt, add_special_tokens=False)["input_ids"]
                 full = tok(prompt + ex["api"], add_special_tokens=False)["input_ids"]
-                kw["logits_processor"] = LogitsProcessorList([ForceThenFree(len(base), full[len(base):])])
+                kw["logits_processor"] = LogitsProcessorList([ctl.ForceThenFree(len(base), full[len(base):])])
             gen = ctl.HFGenerator(model, tok, **kw)
             controller = ctl.RetLLMController(gen, TimedMemory(memory, timer), lambda u: chat_prompt(tok, u))
             timer.s.clear()

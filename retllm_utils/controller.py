@@ -15,13 +15,13 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol
 
 import torch
-from transformers import StoppingCriteria, StoppingCriteriaList
+from transformers import LogitsProcessor, StoppingCriteria, StoppingCriteriaList
 
 from . import api
 from .api import ApiError, MemRead, MemWrite, Triple
 from .prompts import chat_prompt, end_token
 
-__all__ = ["Generator", "HFGenerator", "ScriptedGenerator", "RetLLMController", "MemLLMController", "Turn",
+__all__ = ["Generator", "HFGenerator", "ForceThenFree", "ScriptedGenerator", "RetLLMController", "MemLLMController", "Turn",
            "neutralize", "retllm_pending_read", "memllm_pending_read"]
 
 Pause = Callable[[str], bool]
@@ -61,6 +61,22 @@ class _PauseCriterion(StoppingCriteria):
     def __call__(self, input_ids: torch.LongTensor, scores: Any, **kw: Any) -> torch.BoolTensor:
         text = self.tokenizer.decode(input_ids[0, self.prompt_len:], skip_special_tokens=False)
         return torch.full((input_ids.shape[0],), self.pause(text), dtype=torch.bool, device=input_ids.device)
+
+
+class ForceThenFree(LogitsProcessor):
+    """Forces `ids` as the first generated tokens after `base_len`, then leaves the model free: shows the
+    pause → memory → resume path on a model that has not learnt the API (tests, benchmarks, demos)."""
+
+    def __init__(self, base_len: int, ids: list[int]):
+        self.base_len, self.ids = base_len, ids
+
+    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
+        k = input_ids.shape[1] - self.base_len
+        if 0 <= k < len(self.ids):
+            forced = torch.full_like(scores, -float("inf"))
+            forced[:, self.ids[k]] = 0
+            return forced
+        return scores
 
 
 class HFGenerator:

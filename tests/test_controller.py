@@ -3,10 +3,10 @@ import re
 
 import pytest
 import torch
-from transformers import LogitsProcessor, LogitsProcessorList
+from transformers import LogitsProcessorList
 
 from retllm_utils.api import Triple, parse_retllm
-from retllm_utils.controller import (HFGenerator, MemLLMController, RetLLMController, ScriptedGenerator,
+from retllm_utils.controller import (ForceThenFree, HFGenerator, MemLLMController, RetLLMController, ScriptedGenerator,
                                      neutralize)
 from retllm_utils.memory import TripleMemory
 from retllm_utils.models import NgramEmbedder
@@ -108,21 +108,6 @@ def test_memllm_write_per_sentence(memory):
                                else "})")
     stored = MemLLMController(writer, None, memory).write_document(["Ann Lee is a chemist.", "She studied at Oxford."])
     assert stored == [Triple("Ann Lee", "educated at", "Oxford")] and len(memory) == 1
-
-
-class ForceThenFree(LogitsProcessor):
-    """Forces the first tokens of the assistant turn (the read query), then leaves the model free."""
-
-    def __init__(self, base_len, ids):
-        self.base_len, self.ids = base_len, ids
-
-    def __call__(self, input_ids, scores):
-        k = input_ids.shape[1] - self.base_len
-        if 0 <= k < len(self.ids):
-            forced = torch.full_like(scores, -float("inf"))
-            forced[:, self.ids[k]] = 0
-            return forced
-        return scores
 
 
 @pytest.mark.model
