@@ -30,7 +30,7 @@ Pause = Callable[[str], bool]
 class Generator(Protocol):
     """Continues `text`; stops at the end token or as soon as `pause(generated_so_far)` is true."""
 
-    def __call__(self, text: str, pause: Pause | None = None) -> tuple[str, bool]: ...
+    def __call__(self, text: str | tuple[str, ...], pause: Pause | None = None) -> tuple[str, bool]: ...
 
 
 def neutralize(user_text: str) -> str:
@@ -102,8 +102,14 @@ class HFGenerator:
         return self.tokenizer(text, add_special_tokens=False)["input_ids"]
 
     @torch.no_grad()
-    def __call__(self, text: str, pause: Pause | None = None) -> tuple[str, bool]:
-        prompt_ids = self._ids(text)
+    def __call__(self, text: str | tuple[str, ...], pause: Pause | None = None) -> tuple[str, bool]:
+        """`text` as a tuple of pieces tokenizes each piece on its own, e.g. (head, "({MEM_WRITE-->"), as training."""
+        if isinstance(text, tuple):
+            pieces = [self.tokenizer(piece, add_special_tokens=False)["input_ids"] for piece in text if piece]
+            prompt_ids = [i for piece in pieces for i in piece]
+            text = "".join(text)
+        else:
+            prompt_ids = self._ids(text)
         ids = torch.tensor([prompt_ids], device=self.model.device)
         stops = StoppingCriteriaList([_PauseCriterion(self.tokenizer, ids.shape[1], pause)] if pause else [])
         out = self.model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=self.max_new_tokens,
@@ -125,8 +131,8 @@ class ScriptedGenerator:
     def __init__(self, respond: Callable[[str], str]):
         self.respond = respond
 
-    def __call__(self, text: str, pause: Pause | None = None) -> tuple[str, bool]:
-        full = self.respond(text)
+    def __call__(self, text: str | tuple[str, ...], pause: Pause | None = None) -> tuple[str, bool]:
+        full = self.respond(text if isinstance(text, str) else "".join(text))
         if pause:
             for i in range(1, len(full) + 1):
                 if pause(full[:i]):
@@ -201,8 +207,9 @@ class MemLLMController:
 
     def write_sentence(self, context: str, sentence: str) -> tuple[list[Triple], list[ApiError]]:
         """Run the write model on one focus sentence and store what it extracts."""
-        prompt = (neutralize(context) + api.USER_ST + neutralize(sentence) + api.USER_END + api.MEMLLM_WRITE_OPEN)
-        cont, _ = self.write_generator(prompt, lambda g: api.MEMLLM_CLOSE in g)
+        head = neutralize(context) + api.USER_ST + neutralize(sentence) + api.USER_END
+        # the opener is its own piece, as in training, where the supervised span starts at it
+        cont, _ = self.write_generator((head, api.MEMLLM_WRITE_OPEN), lambda g: api.MEMLLM_CLOSE in g)
         end = cont.find(api.MEMLLM_CLOSE)
         call = api.MEMLLM_WRITE_OPEN + (cont[:end + len(api.MEMLLM_CLOSE)] if end >= 0 else cont)
         parsed = api.parse_memllm(call)  # an unclosed call parses to an ApiError

@@ -160,3 +160,16 @@ def test_generator_keeps_the_reply_on_its_own_tokens(smol, memory):
     base_ids = tok(base, add_special_tokens=False)["input_ids"]
     assert fake.seen[1] == base_ids + query_ids + tok("]", add_special_tokens=False)["input_ids"]
     assert tok(base + "[MEM_READ{>>founder of>>Tesla}:]", add_special_tokens=False)["input_ids"] != fake.seen[1]
+
+
+@pytest.mark.model
+def test_write_sentence_feeds_the_opener_as_its_own_piece(smol, memory):
+    """Training starts the supervised span at '({MEM_WRITE-->', tokenized apart from the sentence before it."""
+    _, tok = smol
+    call_ids = tok("Tesla>>founded by>>Elon Musk})", add_special_tokens=False)["input_ids"]
+    fake = _EchoModel([call_ids])
+    stored, errors = MemLLMController(HFGenerator(fake, tok), None, memory).write_sentence("", "Musk founded Tesla.")
+    head = "({USER_ST})Musk founded Tesla.({USER_END})"
+    assert fake.seen[0] == (tok(head, add_special_tokens=False)["input_ids"]
+                            + tok("({MEM_WRITE-->", add_special_tokens=False)["input_ids"])
+    assert stored == [Triple("Tesla", "founded by", "Elon Musk")] and not errors
