@@ -40,6 +40,7 @@ import torch
 
 from .api import MEMLLM_READ_OPEN, MEMLLM_READ_SEP, MemRead, Triple, format_memllm_read_query, \
     format_memllm_read_reply, parse_memllm
+from .docred import MAX_QUERIES
 
 __all__ = ["EvalDoc", "ReadSetup", "DocResult", "Scores", "TABLE1_ROWS", "PAPER_TABLE1", "prepare_doc",
            "reference_doc", "fast_doc", "plain_pass", "evaluate", "aggregate", "memory_lookup", "OPEN"]
@@ -177,7 +178,10 @@ def _score(logits: torch.Tensor, targets: Sequence[int], open_id: int, mask_open
 def _greedy_query(step: Callable[[list[int]], torch.Tensor], tokenizer: Any, opener: list[int],
                   end_id: int | None, max_new: int) -> tuple[list[Triple] | None, list[int]]:
     """Greedy query after the forced opener, up to ")-->": (queries or None, call ids). `step` feeds ids, returns
-    the last logits; the call's last token is returned but not fed (the caller feeds it with the reply)."""
+    the last logits; the call's last token is returned but not fed (the caller feeds it with the reply).
+
+    A call that starts a query beyond `MAX_QUERIES` or repeats one (a small model's loop) is abandoned at once
+    (None), as one that never closes is at the token limit: training never shows such a call."""
     logits = step(opener)
     gen: list[int] = []
     for _ in range(max_new):
@@ -186,6 +190,9 @@ def _greedy_query(step: Callable[[list[int]], torch.Tensor], tokenizer: Any, ope
             break
         gen.append(nxt)
         text = tokenizer.decode(opener + gen, skip_special_tokens=False)
+        done = [q.strip() for q in text[len(MEMLLM_READ_OPEN):].split(";")[:-1]]
+        if len(done) >= MAX_QUERIES or (done and done[-1] in done[:-1]):
+            return None, opener + gen
         if text.endswith(MEMLLM_READ_SEP):
             calls = parse_memllm(text)
             ok = len(calls) == 1 and isinstance(calls[0], MemRead) and calls[0].results is None

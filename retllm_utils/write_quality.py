@@ -7,6 +7,12 @@ token, the cut point is recorded with score (log-prob so far + log p("})")) / se
 suppressed and the second-best token taken, until the best cut point is K cut points old; the text is then cut
 at the best one. Greedy decoding is K = 0: stop at the first "})".
 
+Two rules of ours keep a small model's degenerate calls from costing every triple (the 135M write model often
+loops, e.g. "X>>date of death>>2002;X>>date of death>>2002;..." until the token limit): generation stops when a
+finished triple repeats an earlier one of the same call (`stop_on_repeat`), and a call that is not closed when
+generation ends keeps its complete triples (the text up to its last ";"). Pass a `collections.Counter` as
+`stats` to count how each call ended ("closed", "late stop", "repeat", "limit").
+
 Precision and recall per document, micro-averaged: exact (the same three strings) and embedding-matched
 (appendix F: a generated triple matches a gold one when subject and object reach cosine `tau_entity` and the
 relation `tau_relation` under the memory's phrase encoder). A generated triple counts as correct if it matches
@@ -14,6 +20,7 @@ any gold triple of its document; a gold triple counts as found if any generated 
 """
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Sequence
 
@@ -30,8 +37,8 @@ PAPER_TABLE4: dict[str, tuple[float, float]] = {}
 
 
 @torch.no_grad()
-def generate_write(model: Any, tokenizer: Any, head: str, *, late_stopping: int = 0, max_new_tokens: int = 128
-                   ) -> str:
+def generate_write(model: Any, tokenizer: Any, head: str, *, late_stopping: int = 0, max_new_tokens: int = 128,
+                   stop_on_repeat: bool = True, stats: Counter | None = None) -> str:
     """The write call the model produces after `head` (pretext + tagged sentence): "({MEM_WRITE-->...})"."""
     from .prompts import end_token
 
@@ -45,7 +52,7 @@ def generate_write(model: Any, tokenizer: Any, head: str, *, late_stopping: int 
     logits, cache = out.logits[0, -1].float(), out.past_key_values
     gen: list[int] = []
     cum, cuts = 0.0, {}  # cut position in `gen` -> mean log-prob score
-    closed = False
+    closed, repeat_body, n_done = False, None, 0
     for _ in range(max_new_tokens):
         logp = torch.log_softmax(logits, -1)
         top2 = torch.topk(logits, 2).indices.tolist()
@@ -63,12 +70,27 @@ def generate_write(model: Any, tokenizer: Any, head: str, *, late_stopping: int 
         if nxt == end_id:
             break
         gen.append(nxt)
+        if stop_on_repeat:
+            done = [p.strip() for p in tokenizer.decode(gen).split(";")[:-1]]
+            if len(done) > n_done:
+                n_done = len(done)
+                if done[-1] in done[:-1]:
+                    repeat_body = ";".join(done[:-1])
+                    break
         out = model(input_ids=torch.tensor([[nxt]], device=model.device), past_key_values=cache, use_cache=True)
         logits, cache = out.logits[0, -1].float(), out.past_key_values
     if cuts:
-        cut = max(cuts, key=lambda k: cuts[k])
-        return MEMLLM_WRITE_OPEN + tokenizer.decode(gen[:cut]) + MEMLLM_CLOSE
-    return MEMLLM_WRITE_OPEN + tokenizer.decode(gen) + (MEMLLM_CLOSE if closed else "")
+        reason, body = "late stop", tokenizer.decode(gen[:max(cuts, key=lambda k: cuts[k])])
+    elif repeat_body is not None:
+        reason, body = "repeat", repeat_body
+    elif closed:
+        reason, body = "closed", tokenizer.decode(gen)
+    else:  # token limit or end of text inside the call: keep its complete triples
+        text = tokenizer.decode(gen)
+        reason, body = "limit", text[:max(text.rfind(";"), 0)]
+    if stats is not None:
+        stats[reason] += 1
+    return MEMLLM_WRITE_OPEN + body + MEMLLM_CLOSE
 
 
 def write_document(model: Any, tokenizer: Any, write_rows: Sequence[Mapping[str, Any]], **kw: Any

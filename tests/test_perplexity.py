@@ -1,5 +1,6 @@
 """MemLLM perplexity evaluators (reference vs fast), metrics, and memory-write quality scoring."""
 import math
+from collections import Counter
 from types import SimpleNamespace
 from unittest import mock
 
@@ -168,3 +169,17 @@ def test_late_stopping_picks_the_best_cut_point(smol):
     script2 = [{a: 0.99}, {close: 0.51, semi: 0.49}] + [{a: 0.999}, {close: 0.99, semi: 0.01}] * 10
     late2 = generate_write(_ScriptedLM(script2, len(tok)), tok, "x", late_stopping=2, max_new_tokens=40)
     assert late2 == "({MEM_WRITE-->A;A})"
+
+
+@pytest.mark.model
+def test_write_generation_stops_on_a_repeated_triple_and_keeps_complete_triples_at_the_limit(smol):
+    _, tok = smol
+    ids = lambda s: tok(s, add_special_tokens=False)["input_ids"]
+    a, b, semi = ids("A")[0], ids("B")[0], ids(";")[0]
+    loop = [{a: 0.9}, {semi: 0.9}, {b: 0.9}, {semi: 0.9}] * 20  # A;B;A;B;... never closed
+    stats = Counter()
+    assert generate_write(_ScriptedLM(loop, len(tok)), tok, "x", stats=stats) == "({MEM_WRITE-->A;B})"
+    assert stats == {"repeat": 1}
+    # without the repeat rule the token limit ends it mid-triple: the complete triples survive, the partial one not
+    out = generate_write(_ScriptedLM(loop, len(tok)), tok, "x", stop_on_repeat=False, max_new_tokens=7, stats=stats)
+    assert out == "({MEM_WRITE-->A;B;A})" and stats["limit"] == 1
