@@ -9,6 +9,8 @@ an empty one), on user turns of the synthetic test split. Time is split into
 - memory: inside `memory.write` / `memory.read` (of which the encoder: embedding new or fuzzy phrases);
 - overhead: the rest (chat template, tokenization, the pause check that decodes and parses the generated
   text after each token, parsing the calls, formatting the reply).
+A broad read (e.g. `>>investor in>>` on 100k triples) matches thousands of triples; the controller hands the
+model only the newest `max_results` (30), and `read_dropped` counts the rest.
 If a trained LoRA adapter exists under runs/retllm/cpu/ it is loaded with peft and merged; otherwise the base
 model, which does not know the API, has the API call forced token by token (as
 tests/test_controller.py::test_pause_memory_resume_on_the_real_model), then generates the answer freely.
@@ -137,7 +139,10 @@ def main() -> None:
             s = dict(timer.s)
             generation = s.get("generate", 0.0) - s.get("pause_check", 0.0)
             memory_s = s.get("memory", 0.0)
+            reads = [e for e in turn.trace if e["event"] == "read"]
             rec = {"kind": kind, "user": ex["user"], "model_text": turn.model_text, "answer": turn.answer,
+                   "read_results": sum(len(e["results"]) for e in reads),
+                   "read_dropped": sum(e["dropped"] for e in reads),
                    "events": [e["event"] for e in turn.trace], "api_ok": turn.model_text.startswith(ex["api"]),
                    "total_ms": total * 1e3, "generation_ms": generation * 1e3, "memory_ms": memory_s * 1e3,
                    "encoder_ms": s.get("encoder", 0.0) * 1e3, "pause_check_ms": s.get("pause_check", 0.0) * 1e3,
@@ -149,7 +154,8 @@ def main() -> None:
         med = {k: float(np.median([r[k] for r in rs])) for k in (
             "total_ms", "generation_ms", "memory_ms", "encoder_ms", "pause_check_ms", "overhead_ms", "tokens",
             "generation_ms_per_token", "loadavg")}
-        rows.append({"turn": kind, "n": len(rs), **med})
+        rows.append({"turn": kind, "n": len(rs), **med, "max_total_ms": max(r["total_ms"] for r in rs),
+                     "read_dropped": sum(r["read_dropped"] for r in rs)})
     res = {"benchmark": "controller", "model": "smollm2-135m-instruct (fp32, CPU)", "mode": mode,
            "adapter": None if adapter is None else os.path.relpath(adapter), "memory": memory_desc,
            "memory_triples": n_before, "index": "hnsw", "threads": a.threads, "max_new_tokens": a.max_new_tokens,
@@ -159,7 +165,7 @@ def main() -> None:
     memory.close()
     shutil.rmtree(tmp)
     path = save_result(a.out, res)
-    print(table(rows, ["turn", "n", "total_ms", "generation_ms", "memory_ms", "encoder_ms", "overhead_ms",
+    print(table(rows, ["turn", "n", "total_ms", "max_total_ms", "read_dropped", "generation_ms", "memory_ms", "encoder_ms", "overhead_ms",
                        "pause_check_ms", "tokens", "generation_ms_per_token", "loadavg"]))
     for r in turns[:1] + [t for t in turns if t["kind"] == "read"][:1]:
         print(f"{r['kind']}: {r['user']!r} -> {r['model_text'][:160]!r}")

@@ -52,11 +52,14 @@ def main() -> None:
         ctl = json.loads((RESULTS / "controller.json").read_text())
         print(f"\nController ({ctl['mode']}; memory: {ctl['memory']}, {ctl['memory_triples']:,} triples), "
               f"medians of {ctl['summary_median'][0]['n']} turns:\n")
-        print("| turn | total ms | generation ms | memory ms (encoder) | overhead ms | tokens | load avg |")
-        print("| --- | --- | --- | --- | --- | --- | --- |")
+        print("| turn | total ms | slowest turn ms | generation ms | memory ms (encoder) | overhead ms | tokens | "
+              "results dropped | load avg |")
+        print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
         for r in ctl["summary_median"]:
-            print(f"| {r['turn']} | {fmt(r['total_ms'])} | {fmt(r['generation_ms'])} | {fmt(r['memory_ms'], 1)} "
-                  f"({fmt(r['encoder_ms'], 1)}) | {fmt(r['overhead_ms'], 1)} | {r['tokens']:.0f} | {r['loadavg']:.1f} |")
+            print(f"| {r['turn']} | {fmt(r['total_ms'])} | {fmt(r.get('max_total_ms', float('nan')))} | "
+                  f"{fmt(r['generation_ms'])} | {fmt(r['memory_ms'], 1)} ({fmt(r['encoder_ms'], 1)}) | "
+                  f"{fmt(r['overhead_ms'], 1)} | {r['tokens']:.0f} | {r.get('read_dropped', 0):,} | "
+                  f"{r['loadavg']:.1f} |")
     except FileNotFoundError:
         pass
     try:

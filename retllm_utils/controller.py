@@ -157,8 +157,10 @@ def _cut_after_query(text: str, read: MemRead, sep: str) -> int:
 class RetLLMController:
     """RET-LLM chat: user ↔ model ↔ memory; the user only ever sees answers."""
 
-    def __init__(self, generator: Generator, memory: Any, prompt_fn: Callable[[str], str], *, max_calls: int = 8):
+    def __init__(self, generator: Generator, memory: Any, prompt_fn: Callable[[str], str], *, max_calls: int = 8,
+                 max_results: int | None = 30):
         self.generator, self.memory, self.prompt_fn, self.max_calls = generator, memory, prompt_fn, max_calls
+        self.max_results = max_results  # a broad read on a large memory must not overflow the model's context
 
     @classmethod
     def from_model(cls, model: Any, tokenizer: Any, memory: Any, **kw: Any) -> "RetLLMController":
@@ -188,9 +190,11 @@ class RetLLMController:
                     trace.append({"event": "error", "message": c.message, "text": c.text})
             if read is None:
                 break
-            results = self.memory.read(read.queries[0])
+            results = list(self.memory.read(read.queries[0]))
+            dropped = max(len(results) - self.max_results, 0) if self.max_results is not None else 0
+            results = results[dropped:]  # the newest writes (results come in write order)
             reply = api.format_retllm_read_reply(results)
-            trace.append({"event": "read", "query": read.queries[0], "results": list(results)})
+            trace.append({"event": "read", "query": read.queries[0], "results": results, "dropped": dropped})
             generated += reply
             if ended:
                 break

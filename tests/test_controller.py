@@ -61,6 +61,21 @@ def test_scripted_update_changes_the_answer(memory):
     assert ctl.chat("Who works for Pfizer?").answer == "I don't know."
 
 
+def test_a_broad_read_hands_the_model_only_the_newest_results(memory):
+    """A read matching more than `max_results` triples must not flood the model's context (bench_controller
+    once put 3,000+ triples of a 100k memory into one read turn); the memory itself keeps them all."""
+    for i in range(40):
+        memory.write(f"Person {i}", "employed by", "Pfizer")
+    ctl = RetLLMController(ScriptedGenerator(scripted_retllm), memory, prompt, max_results=30)
+    turn = ctl.chat("Who works for Pfizer?")
+    read = next(e for e in turn.trace if e["event"] == "read")
+    assert [t.subject for t in read["results"]] == [f"Person {i}" for i in range(10, 40)] and read["dropped"] == 10
+    assert turn.answer.startswith("Person 10 and") and turn.answer.endswith("and Person 39.")
+    assert len(memory) == 40
+    unlimited = RetLLMController(ScriptedGenerator(scripted_retllm), memory, prompt, max_results=None)
+    assert len(next(e for e in unlimited.chat("Who works for Pfizer?").trace if e["event"] == "read")["results"]) == 40
+
+
 def test_malformed_model_output_is_logged_not_written(memory):
     ctl = RetLLMController(ScriptedGenerator(lambda t: "[MEM_WRITE{a>>b}][MEM_WRITE{x>>y>>z}]ok"), memory, prompt)
     turn = ctl.chat("anything")
@@ -156,7 +171,7 @@ def test_generator_keeps_the_reply_on_its_own_tokens(smol, memory):
     fake = _EchoModel([query_ids, answer_ids])
     turn = RetLLMController(HFGenerator(fake, tok), memory, lambda u: chat_prompt(tok, u)).chat("Who founded Tesla?")
     assert turn.answer == "I don't know." and turn.trace[1] == {"event": "read", "query": Triple("", "founder of", "Tesla"),
-                                                               "results": []}
+                                                               "results": [], "dropped": 0}
     base_ids = tok(base, add_special_tokens=False)["input_ids"]
     assert fake.seen[1] == base_ids + query_ids + tok("]", add_special_tokens=False)["input_ids"]
     assert tok(base + "[MEM_READ{>>founder of>>Tesla}:]", add_special_tokens=False)["input_ids"] != fake.seen[1]
