@@ -165,8 +165,8 @@ def main() -> None:
     memory.close()
     shutil.rmtree(tmp)
     path = save_result(a.out, res)
-    print(table(rows, ["turn", "n", "total_ms", "max_total_ms", "read_dropped", "generation_ms", "memory_ms", "encoder_ms", "overhead_ms",
-                       "pause_check_ms", "tokens", "generation_ms_per_token", "loadavg"]))
+    print(table(rows, ["turn", "n", "total_ms", "max_total_ms", "read_dropped", "generation_ms", "memory_ms",
+                       "encoder_ms", "overhead_ms", "pause_check_ms", "tokens", "generation_ms_per_token", "loadavg"]))
     for r in turns[:1] + [t for t in turns if t["kind"] == "read"][:1]:
         print(f"{r['kind']}: {r['user']!r} -> {r['model_text'][:160]!r}")
 

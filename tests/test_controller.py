@@ -63,7 +63,7 @@ def test_scripted_update_changes_the_answer(memory):
 
 def test_a_broad_read_hands_the_model_only_the_newest_results(memory):
     """A read matching more than `max_results` triples must not flood the model's context (bench_controller
-    once put 3,000+ triples of a 100k memory into one read turn); the memory itself keeps them all."""
+    once put 1,042 triples of a 100k memory into one read turn); the memory itself keeps them all."""
     for i in range(40):
         memory.write(f"Person {i}", "employed by", "Pfizer")
     ctl = RetLLMController(ScriptedGenerator(scripted_retllm), memory, prompt, max_results=30)
