@@ -77,7 +77,7 @@ def main() -> None:
     from retllm_utils.models import load_embedder, load_model
     from retllm_utils.paths import RUNS
     from retllm_utils.prompts import chat_prompt
-    from retllm_utils.synthetic import load_synthetic
+    from retllm_utils.retllm.synthetic import load_synthetic
 
     torch.set_num_threads(a.threads)
     set_threads(a.threads)

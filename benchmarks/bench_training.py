@@ -37,7 +37,7 @@ def main() -> None:
 
     from retllm_utils.models import load_model
     from retllm_utils.prompts import retllm_example_text
-    from retllm_utils.synthetic import load_synthetic
+    from retllm_utils.retllm.synthetic import load_synthetic
     from retllm_utils.training import IGNORE, build_sft_dataset, lora_config, sft_config, train_lora
 
     torch.set_num_threads(a.threads)

@@ -6,7 +6,7 @@ from collections import Counter
 import pytest
 
 from retllm_utils.api import Triple, format_memllm_read_reply, parse_memllm
-from retllm_utils.docred import (AMBIGUOUS_QUERIES, DocView, GoldMemory, build_write_rows, gold_triples,
+from retllm_utils.memllm.docred import (AMBIGUOUS_QUERIES, DocView, GoldMemory, build_write_rows, gold_triples,
                                  load_docred, make_dataset, read_examples, relation_names, render,
                                  triple_memory_lookup, write_examples)
 from retllm_utils.paths import DATA
@@ -292,7 +292,7 @@ def test_read_continuation_keeps_the_read_words_space(corpus):
 
 
 def test_read_rows_current_detects_the_old_format(corpus):
-    from retllm_utils.docred import read_rows_current
+    from retllm_utils.memllm.docred import read_rows_current
 
     docs, rn = corpus
     rows = [r for rs in _read_rows(docs, rn).values() for r in rs]

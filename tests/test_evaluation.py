@@ -2,7 +2,7 @@
 per-type summary, and the end-to-end evaluator with a scripted model."""
 import pytest
 
-from retllm_utils import evaluation as ev
+from retllm_utils.retllm import evaluation as ev
 from retllm_utils.models import NgramEmbedder
 
 SCENE = [["Ann Lee", "employed by", "Pfizer"], ["Bo Wu", "employed by", "Pfizer"], ["Cy Li", "customer of", "BMW"]]

@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 import torch
 
-from retllm_utils import perplexity as P
+from retllm_utils.memllm import perplexity as P
 from retllm_utils.api import Triple
 from retllm_utils.models import NgramEmbedder
-from retllm_utils.write_quality import PRF, generate_write, score_embedded, score_exact
+from retllm_utils.memllm.write_quality import PRF, generate_write, score_embedded, score_exact
 
 DOC = {  # a docs_dev-shaped row: two gold reads, at "Rihanna" and at "Loud"
     "doc_idx": 0, "text": "The Loud Tour was a concert tour by Barbadian artist Rihanna . It supported her album Loud , "

@@ -4,11 +4,11 @@ from collections import Counter
 
 import pytest
 
-from retllm_utils import synthetic
+from retllm_utils.retllm import synthetic
 from retllm_utils.api import ApiError, MemRead, MemWrite, Triple, format_retllm_write, parse_retllm, query_shape
 from retllm_utils.paths import DATA
 from retllm_utils.prompts import retllm_example_text
-from retllm_utils.synthetic import (NO_ANSWER, QUERY_TYPES, RELATIONS, join_names, load_names, load_synthetic,
+from retllm_utils.retllm.synthetic import (NO_ANSWER, QUERY_TYPES, RELATIONS, join_names, load_names, load_synthetic,
                                     make_dataset, save_dataset)
 
 SHAPES = {"per": (True, False, False), "per_org": (True, False, True), "per_rel": (True, True, False),

@@ -27,7 +27,7 @@ from typing import Any, Iterable, Mapping, Sequence
 import numpy as np
 import torch
 
-from .api import MEMLLM_CLOSE, MEMLLM_WRITE_OPEN, MemWrite, Triple, parse_memllm
+from ..api import MEMLLM_CLOSE, MEMLLM_WRITE_OPEN, MemWrite, Triple, parse_memllm
 
 __all__ = ["generate_write", "write_document", "PRF", "score_exact", "score_embedded", "PAPER_TABLE4"]
 
@@ -40,7 +40,7 @@ PAPER_TABLE4: dict[str, tuple[float, float]] = {}
 def generate_write(model: Any, tokenizer: Any, head: str, *, late_stopping: int = 0, max_new_tokens: int = 128,
                    stop_on_repeat: bool = True, stats: Counter | None = None) -> str:
     """The write call the model produces after `head` (pretext + tagged sentence): "({MEM_WRITE-->...})"."""
-    from .prompts import end_token
+    from ..prompts import end_token
 
     close_id = tokenizer(MEMLLM_CLOSE, add_special_tokens=False)["input_ids"]
     if len(close_id) != 1:

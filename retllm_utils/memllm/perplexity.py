@@ -38,7 +38,7 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 import torch
 
-from .api import MEMLLM_READ_OPEN, MEMLLM_READ_SEP, MemRead, Triple, format_memllm_read_query, \
+from ..api import MEMLLM_READ_OPEN, MEMLLM_READ_SEP, MemRead, Triple, format_memllm_read_query, \
     format_memllm_read_reply, parse_memllm
 from .docred import MAX_QUERIES
 
@@ -154,7 +154,7 @@ def _piece(tokenizer: Any, text: str) -> list[int]:
 
 def _ids(tokenizer: Any, open_token: str = OPEN) -> tuple[int, list[int], int | None]:
     """(the "({" token, the forced opener "({MEM_READ(" as ids, the end token) for this tokenizer."""
-    from .prompts import end_token
+    from ..prompts import end_token
 
     open_ids = _piece(tokenizer, open_token)
     if len(open_ids) != 1:

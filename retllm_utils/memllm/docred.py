@@ -52,8 +52,8 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from .api import USER_END, USER_ST, Triple, format_memllm_read_query, format_memllm_read_reply, format_memllm_write
-from .paths import DATA, run_dir
+from ..api import USER_END, USER_ST, Triple, format_memllm_read_query, format_memllm_read_reply, format_memllm_write
+from ..paths import DATA, run_dir
 
 __all__ = [
     "AMBIGUOUS_QUERIES", "Q_THR", "MAX_QUERIES", "MAX_TRIPLES", "EMPTY_EVIDENCE", "READ_CONTINUE", "PROFILE_DOCS",
@@ -523,7 +523,7 @@ def render(tokenizer: Any, row: Mapping[str, Any]) -> tuple[str, list[tuple[int,
     The end token is `prompts.end_token(tokenizer)` (what the controller stops on); a string may stand in for the
     tokenizer in tests.
     """
-    from .prompts import end_token
+    from ..prompts import end_token
 
     text, spans = row["text"], [tuple(s) for s in row["spans"]]
     if row["add_eos"]:
@@ -611,7 +611,7 @@ def dataset_dir(profile: str = "cpu") -> Path:
 
 
 def _rel(path: Path) -> str:
-    from .paths import ROOT
+    from ..paths import ROOT
     try:
         return str(path.relative_to(ROOT))
     except ValueError:

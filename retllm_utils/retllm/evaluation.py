@@ -18,11 +18,11 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 import pandas as pd
 from tqdm.auto import tqdm
 
-from . import api
-from .api import MemRead, MemWrite, Triple
-from .controller import HFGenerator, RetLLMController
-from .memory import TripleMemory
-from .prompts import chat_prompt, end_token
+from .. import api
+from ..api import MemRead, MemWrite, Triple
+from ..controller import HFGenerator, RetLLMController
+from ..memory import TripleMemory
+from ..prompts import chat_prompt, end_token
 from .synthetic import QUERY_TYPES, RELATIONS, answer_sentence
 
 __all__ = ["mentioned", "answer_correct", "predicted_api", "scene_memory", "evaluate_retllm",

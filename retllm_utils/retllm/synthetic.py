@@ -30,8 +30,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
-from .api import format_retllm_read_query, format_retllm_read_reply, format_retllm_write
-from .paths import DATA, run_dir
+from ..api import format_retllm_read_query, format_retllm_read_reply, format_retllm_write
+from ..paths import DATA, run_dir
 
 __all__ = [
     "RELATIONS", "QUERY_TYPES", "SPLITS", "NO_ANSWER", "PROFILE_SIZES", "features",
