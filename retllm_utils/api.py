@@ -28,7 +28,7 @@ __all__ = [
     "format_memllm_write", "format_memllm_read_query", "format_memllm_read_reply", "format_memllm_read",
     "parse_memllm", "strip_memllm_calls",
     "RETLLM_WRITE_OPEN", "RETLLM_READ_OPEN", "MEMLLM_WRITE_OPEN", "MEMLLM_READ_OPEN", "MEMLLM_READ_SEP",
-    "MEMLLM_CLOSE", "USER_ST", "USER_END", "query_shape",
+    "MEMLLM_CLOSE", "USER_ST", "USER_END", "query_shape", "is_memllm_query",
 ]
 
 RETLLM_WRITE_OPEN = "[MEM_WRITE{"
@@ -137,6 +137,12 @@ def _parse_triple(body: str, where: str) -> Triple | str:
 def query_shape(q: Triple) -> tuple[bool, bool, bool]:
     """Which of (subject, relation, object) a query fixes: RET-LLM's six query shapes are six of these."""
     return (bool(q.subject), bool(q.relation), bool(q.object))
+
+
+def is_memllm_query(q: Sequence[str]) -> bool:
+    """MemLLM §3.1 asks (s, t, ?) or (?, t, o): the relation and exactly one entity, never both or neither."""
+    s, r, o = (str(x).strip() for x in q)
+    return bool(r) and bool(s) != bool(o)
 
 
 # ----------------------------------------------------------------------------------------- RET-LLM
@@ -282,7 +288,7 @@ def format_memllm_read_query(queries: Sequence[Sequence[str]]) -> str:
     parts = []
     for q in queries:
         s, r, o = _memllm_terms(q)
-        if not r or bool(s) == bool(o):
+        if not is_memllm_query((s, r, o)):
             raise ApiFormatError(f"query {tuple(q)!r} must fix the relation and exactly one of subject/object")
         parts.append(SEP.join((s, r, o)))
     return MEMLLM_READ_OPEN + ";".join(parts) + MEMLLM_READ_SEP
@@ -339,7 +345,7 @@ def _parse_memllm_read(text: str, start: int) -> tuple[Call, int]:
         q = _parse_triple(part, "MEM_READ")
         if isinstance(q, str):
             return _err(q, text, start, close + len(MEMLLM_READ_SEP))
-        if not q.relation or bool(q.subject) == bool(q.object):
+        if not is_memllm_query(q):
             return _err(f"MEM_READ: query {tuple(q)!r} must fix the relation and exactly one of subject/object",
                         text, start, close + len(MEMLLM_READ_SEP))
         queries.append(q)

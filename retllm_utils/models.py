@@ -7,18 +7,18 @@ import importlib.metadata
 import importlib.util
 import os
 import re
-import shutil
-import tempfile
 from pathlib import Path
 from typing import Any, Iterator, Protocol, Sequence
 
 import numpy as np
 
+from .paths import atomic_dir
+
 __all__ = [
     "Embedder", "NgramEmbedder", "SentenceEmbedder", "LLMMeanEmbedder",
     "load_model", "load_embedder", "pick_device", "default_dtype", "gguf_path", "cache_root",
     "DEFAULT_MODEL", "DEFAULT_EMBEDDER", "OFFLINE_MODELS", "PAPER_THRESHOLDS", "MINILM_THRESHOLDS",
-    "LLM_MEAN_THRESHOLDS", "THRESHOLD_PAIRS", "pair_cosines", "minilm_path",
+    "LLM_MEAN_THRESHOLDS", "THRESHOLD_PAIRS", "pair_cosines", "minilm_path", "unit",
 ]
 
 DEFAULT_MODEL = "smollm2-135m-instruct"
@@ -97,8 +97,7 @@ class NgramEmbedder:
             for j in range(len(s) - 2):
                 h = int.from_bytes(hashlib.blake2b(s[j:j + 3].encode(), digest_size=4).digest(), "little")
                 out[i, h % self.dim] += 1.0
-        norms = np.linalg.norm(out, axis=1, keepdims=True)
-        return out / np.maximum(norms, 1e-12)
+        return unit(out)
 
 
 # ---------------------------------------------------------------------------------------------- devices, cache
@@ -158,22 +157,6 @@ def gguf_path(alias: str = DEFAULT_MODEL) -> Path:
 
 
 @contextlib.contextmanager
-def _atomic_dir(target: Path) -> Iterator[Path]:
-    """A temp folder beside `target`, renamed into place only if the block completes: never a half-written cache."""
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent))
-    try:
-        yield tmp
-        try:
-            os.rename(tmp, target)
-        except OSError:
-            if not target.is_dir():  # not a concurrent writer finishing first: a real failure
-                raise
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-
-
-@contextlib.contextmanager
 def _no_progress_bars() -> Iterator[None]:
     """Loading bars would be left in every notebook output; silence them for the load only."""
     from transformers.utils import logging as hf_logging
@@ -200,7 +183,7 @@ def _convert_gguf(gguf: Path, target: Path) -> tuple[Any, Any]:
     """Dequantize a GGUF file once into a plain HF checkpoint (trainable, saveable) at `target`."""
     from transformers import AutoModelForCausalLM, AutoTokenizer, GgufConfig
 
-    with _atomic_dir(target) as tmp:
+    with atomic_dir(target) as tmp:
         model = AutoModelForCausalLM.from_pretrained(
             gguf.parent, gguf_file=gguf.name, quantization_config=GgufConfig(dequantize=True))
         tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
@@ -250,7 +233,7 @@ def load_model(name_or_path: str | os.PathLike = DEFAULT_MODEL, *, device: str |
 
 # ---------------------------------------------------------------------------------------------- embedders
 
-def _unit(x: np.ndarray) -> np.ndarray:
+def unit(x: np.ndarray) -> np.ndarray:
     """Rows scaled to length 1 (the memory compares by inner product)."""
     x = np.asarray(x, dtype=np.float32)
     return x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
@@ -279,7 +262,7 @@ class SentenceEmbedder:
             return np.zeros((0, self.dim), dtype=np.float32)
         vecs = self.model.encode(texts, batch_size=self.batch_size, show_progress_bar=False,
                                  convert_to_numpy=True, normalize_embeddings=True)
-        return _unit(vecs)
+        return unit(vecs)
 
 
 class LLMMeanEmbedder:
@@ -330,7 +313,7 @@ class LLMMeanEmbedder:
             keep = keep.to(device).unsqueeze(-1).to(hidden.dtype)
             mean = (hidden * keep).sum(1) / keep.sum(1)
             out[idx] = mean.float().cpu().numpy()
-        return _unit(out)
+        return unit(out)
 
 
 def minilm_path() -> Path:

@@ -3,6 +3,7 @@ per-type summary, and the end-to-end evaluator with a scripted model."""
 import pytest
 
 from retllm_utils.retllm import evaluation as ev
+from retllm_utils.metrics import PRF
 from retllm_utils.models import NgramEmbedder
 
 SCENE = [["Ann Lee", "employed by", "Pfizer"], ["Bo Wu", "employed by", "Pfizer"], ["Cy Li", "customer of", "BMW"]]
@@ -44,8 +45,10 @@ def test_predicted_api_is_the_parsed_calls():
 
 
 def test_write_precision_recall():
-    assert ev._prf([["a", "b", "c"], ["x", "y", "z"]], [["a", "b", "c"]]) == (0.5, 1.0)
-    assert ev._prf([], [["a", "b", "c"]]) == (0.0, 0.0)
+    prf = PRF.of_sets([("a", "b", "c"), ("x", "y", "z")], [("a", "b", "c")])
+    assert (prf.precision, prf.recall) == (0.5, 1.0)
+    prf = PRF.of_sets([], [("a", "b", "c")])
+    assert (prf.precision, prf.recall) == (0.0, 0.0)
 
 
 def test_evaluate_retllm_end_to_end_with_a_scripted_generator(monkeypatch):

@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from retllm_utils import models
+from retllm_utils.paths import atomic_dir
 from retllm_utils.models import (
     DEFAULT_MODEL, MINILM_THRESHOLDS, THRESHOLD_PAIRS, LLMMeanEmbedder, NgramEmbedder, cache_root, default_dtype,
     gguf_path, load_embedder, load_model, pair_cosines, pick_device,
@@ -80,11 +81,11 @@ def test_cache_root_env_var_and_argument(monkeypatch, tmp_path):
 def test_interrupted_write_leaves_no_half_cache(tmp_path):
     target = tmp_path / "ckpt"
     with pytest.raises(RuntimeError):
-        with models._atomic_dir(target) as d:
+        with atomic_dir(target) as d:
             (d / "model.safetensors").write_bytes(b"half")
             raise RuntimeError("killed mid-save")
     assert list(tmp_path.iterdir()) == []
-    with models._atomic_dir(target) as d:
+    with atomic_dir(target) as d:
         (d / "config.json").write_text("{}")
     assert [p.name for p in tmp_path.iterdir()] == ["ckpt"] and (target / "config.json").read_text() == "{}"
 

@@ -5,6 +5,7 @@ from collections import Counter
 import pytest
 
 from retllm_utils.retllm import synthetic
+from retllm_utils.retllm.profiles import PROFILES
 from retllm_utils.api import ApiError, MemRead, MemWrite, Triple, format_retllm_write, parse_retllm, query_shape
 from retllm_utils.paths import DATA
 from retllm_utils.prompts import retllm_example_text
@@ -82,7 +83,7 @@ def test_every_query_shape_and_relation_is_present(dd):
 
 
 def test_cpu_profile_covers_each_query_type_40_times():
-    sizes = synthetic.PROFILE_SIZES["cpu"]
+    sizes = PROFILES["cpu"]
     counts = Counter(synthetic._slots(__import__("random").Random(0), sizes["n_test"], 0.25, 0.1))
     per_type = Counter(q for (q, _, _), n in counts.items() for _ in range(n))
     assert min(per_type[t] for t in QUERY_TYPES) >= 40

@@ -44,7 +44,6 @@ Rows are tokenizer-independent: `text`, `spans` (supervised [start, end) charact
 from __future__ import annotations
 
 import json
-import re
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -52,11 +51,13 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from ..api import USER_END, USER_ST, Triple, format_memllm_read_query, format_memllm_read_reply, format_memllm_write
-from ..paths import DATA, run_dir
+from ..api import USER_END, USER_ST, Triple, is_memllm_query, format_memllm_read_query, format_memllm_read_reply, format_memllm_write
+from ..metrics import whole_word
+from ..paths import DATA, check_profile, run_dir
+from .profiles import PROFILES
 
 __all__ = [
-    "AMBIGUOUS_QUERIES", "Q_THR", "MAX_QUERIES", "MAX_TRIPLES", "EMPTY_EVIDENCE", "READ_CONTINUE", "PROFILE_DOCS",
+    "AMBIGUOUS_QUERIES", "Q_THR", "MAX_QUERIES", "MAX_TRIPLES", "EMPTY_EVIDENCE", "READ_CONTINUE", 
     "load_docred", "relation_names", "DocView", "gold_triples", "relation_sentence",
     "write_examples", "build_write_rows", "GoldMemory", "triple_memory_lookup", "read_examples",
     "build_read_rows", "eval_doc_row", "render", "features", "make_dataset", "dataset_dir", "read_rows_current",
@@ -81,14 +82,6 @@ AMBIGUOUS_QUERIES = frozenset(
     + [(r, "subject") for r in ("continent", "contains administrative territorial entity")])
 
 # Documents per profile, the first n of each file. cpu: 90 training documents give ~112k (write) and ~105k (read)
-# SmolLM2 tokens per epoch (notebook 04 prints them), so two epochs of both adapters, ~430k tokens at ~140
-# tokens/s, take about an hour on 2 cores; 100 dev documents, of which notebook 06 may use fewer.
-PROFILE_DOCS = {
-    "smoke": {"n_train": 3, "n_dev": 3, "max_pretext_chars": 600},
-    "cpu": {"n_train": 90, "n_dev": 100, "max_pretext_chars": 600},
-    "gpu": {"n_train": None, "n_dev": None, "max_pretext_chars": 1500},  # None: every document
-}
-
 Lookup = Callable[[Triple], list]
 
 
@@ -347,7 +340,7 @@ class GoldMemory:
 
     def __call__(self, query: Sequence[str]) -> list[str]:
         s, r, o = query
-        if bool(s) == bool(o) or not r:
+        if not is_memllm_query(query):
             raise ValueError(f"MemLLM query {tuple(query)!r} must give the relation and exactly one of subject/object")
         return list(self._by_sr.get((s, r), []) if s else self._by_ro.get((r, o), []))
 
@@ -358,10 +351,6 @@ def triple_memory_lookup(memory: Any) -> Lookup:
 
 
 # ----------------------------------------------------------------------------------------------- reads
-def _whole_word(needle: str, hay: str) -> bool:
-    return bool(needle) and re.search(r"(?<!\w)" + re.escape(needle) + r"(?!\w)", hay) is not None
-
-
 def _read_points(doc: Mapping[str, Any], view: DocView, rel_names: Mapping[str, str],
                  ambiguous: frozenset, first_mention_filter: bool, n: Counter) -> list[dict]:
     """Read candidates in reading order: a first mention completing relations with entities seen before it."""
@@ -389,7 +378,7 @@ def _read_points(doc: Mapping[str, Any], view: DocView, rel_names: Mapping[str, 
         n["read_candidates"] += 1
         n["candidate_queries"] += len(cands)
         before = view.words_text(0, a)
-        if first_mention_filter and (_whole_word(view.names[e], before) or _whole_word(view.words_text(a, b), before)):
+        if first_mention_filter and (whole_word(view.names[e], before) or whole_word(view.words_text(a, b), before)):
             n["dropped_first_mention"] += 1
             continue
         queries = []
@@ -605,9 +594,7 @@ def make_dataset(train_docs: Sequence[Mapping[str, Any]], dev_docs: Sequence[Map
 
 def dataset_dir(profile: str = "cpu") -> Path:
     """Where a profile's data set lives: data/memllm_docred/ for cpu (committed), else under runs/."""
-    if profile not in PROFILE_DOCS:
-        raise ValueError(f"unknown profile {profile!r}; known: {sorted(PROFILE_DOCS)}")
-    return DATA / "memllm_docred" if profile == "cpu" else run_dir("memllm_docred", profile)
+    return DATA / "memllm_docred" if check_profile(profile) == "cpu" else run_dir("memllm_docred", profile)
 
 
 def _rel(path: Path) -> str:
@@ -642,7 +629,9 @@ def load_or_build(profile: str, seed: int = 0, **make_kw: Any) -> tuple[Any, str
     else:
         why = f"no saved data set at {_rel(d)}"
     red = DATA / "redocred"
-    kw = {**{k: v for k, v in PROFILE_DOCS[profile].items()}, "seed": seed, **make_kw}
+    sizes = PROFILES[profile]
+    kw = {"n_train": sizes["n_train"], "n_dev": sizes["n_dev"], "max_pretext_chars": sizes["max_pretext_chars"],
+          "seed": seed, **make_kw}
     dd, _ = make_dataset(load_docred(red / "test_revised.json"), load_docred(red / "dev_revised.json"),
                          relation_names(red / "rel_info.json"), **kw)
     return dd, f"built here with notebook 04's defaults ({why}; run notebook 04 to save it)"

@@ -21,12 +21,12 @@ any gold triple of its document; a gold triple counts as found if any generated 
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 import torch
 
+from ..metrics import PRF
 from ..api import MEMLLM_CLOSE, MEMLLM_WRITE_OPEN, MemWrite, Triple, parse_memllm
 
 __all__ = ["generate_write", "write_document", "PRF", "score_exact", "score_embedded", "PAPER_TABLE4"]
@@ -104,33 +104,6 @@ def write_document(model: Any, tokenizer: Any, write_rows: Sequence[Mapping[str,
             if isinstance(c, MemWrite):
                 triples += [t for t in c.triples if t not in triples]
     return triples, raw
-
-
-@dataclass
-class PRF:
-    """Micro-averaged precision and recall (and F1) over documents, with the counts behind them."""
-
-    correct_pred: int = 0
-    n_pred: int = 0
-    found_gold: int = 0
-    n_gold: int = 0
-
-    @property
-    def precision(self) -> float:
-        return self.correct_pred / self.n_pred if self.n_pred else float("nan")
-
-    @property
-    def recall(self) -> float:
-        return self.found_gold / self.n_gold if self.n_gold else float("nan")
-
-    @property
-    def f1(self) -> float:
-        p, r = self.precision, self.recall
-        return 2 * p * r / (p + r) if p + r > 0 else float("nan") if np.isnan(p + r) else 0.0
-
-    def add(self, other: "PRF") -> "PRF":
-        return PRF(self.correct_pred + other.correct_pred, self.n_pred + other.n_pred,
-                   self.found_gold + other.found_gold, self.n_gold + other.n_gold)
 
 
 def _clean(triples: Iterable[Sequence[str]]) -> list[Triple]:

@@ -12,7 +12,6 @@ the user-facing answer. The zero-shot baseline gets the same facts as plain stat
 """
 from __future__ import annotations
 
-import re
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import pandas as pd
@@ -22,6 +21,7 @@ from .. import api
 from ..api import MemRead, MemWrite, Triple
 from ..controller import HFGenerator, RetLLMController
 from ..memory import TripleMemory
+from ..metrics import PRF, whole_word
 from ..prompts import chat_prompt, end_token
 from .synthetic import QUERY_TYPES, RELATIONS, answer_sentence
 
@@ -43,14 +43,10 @@ ZERO_SHOT_API = (
 )
 
 
-def _has(text: str, term: str) -> bool:
-    return re.search(r"(?<!\w)" + re.escape(term) + r"(?!\w)", text) is not None
-
-
 def mentioned(text: str, vocab: Iterable[str]) -> frozenset[str]:
     """The entities of `vocab` that `text` names (whole words); a name inside a longer one is not counted."""
-    hits = {v for v in vocab if v and _has(text, v)}
-    return frozenset(h for h in hits if not any(h != o and _has(o, h) and _has(text, o) for o in hits))
+    hits = {v for v in vocab if v and whole_word(v, text)}
+    return frozenset(h for h in hits if not any(h != o and whole_word(h, o) and whole_word(o, text) for o in hits))
 
 
 def _vocab(row: Mapping[str, Any]) -> set[str]:
@@ -81,19 +77,14 @@ def scene_memory(row: Mapping[str, Any], embedder: Any, index: str = "flat", **k
     return memory
 
 
-def _prf(pred: Sequence[Sequence[str]], gold: Sequence[Sequence[str]]) -> tuple[float, float]:
-    p, g = {tuple(t) for t in pred}, {tuple(t) for t in gold}
-    tp = len(p & g)
-    return (tp / len(p) if p else float(not g)), (tp / len(g) if g else 1.0)
-
-
 def _record(row: Mapping[str, Any], pred_api: str, answer: str, written: Sequence[Sequence[str]]) -> dict:
     rec = {"id": row["id"], "kind": row["kind"], "query_type": row["query_type"], "relation": row["relation"],
            "gold_api": row["api"], "pred_api": pred_api, "api_em": pred_api == row["api"], "answer": answer}
     if row["kind"] == "read":
         rec["answer_ok"] = answer_correct(answer, row)
     else:
-        rec["write_precision"], rec["write_recall"] = _prf(written, row["triples"])
+        prf = PRF.of_sets(map(tuple, written), map(tuple, row["triples"]))
+        rec["write_precision"], rec["write_recall"] = prf.precision, prf.recall
     return rec
 
 

@@ -22,19 +22,17 @@ A row (one `datasets.Dataset` row per example)::
 from __future__ import annotations
 
 import json
-import os
 import random
-import shutil
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
 from ..api import format_retllm_read_query, format_retllm_read_reply, format_retllm_write
-from ..paths import DATA, run_dir
+from ..paths import DATA, atomic_dir, check_profile, run_dir
+from .profiles import PROFILES
 
 __all__ = [
-    "RELATIONS", "QUERY_TYPES", "SPLITS", "NO_ANSWER", "PROFILE_SIZES", "features",
+    "RELATIONS", "QUERY_TYPES", "SPLITS", "NO_ANSWER", "features",
     "load_names", "join_names", "lookup", "answer_sentence", "make_dataset", "save_dataset",
     "dataset_dir", "dataset_meta", "load_synthetic",
 ]
@@ -44,14 +42,6 @@ RELATIONS = {"employment": "employed by", "manager": "manager of", "investor": "
 QUERY_TYPES = ("per", "per_org", "per_rel", "org", "rel", "org_rel")  # RET-LLM Table 1, in its order
 SPLITS = ("train", "validation", "test")
 NO_ANSWER = "I don't know."
-
-# n_train for cpu: one epoch of ~1,500 examples (~110 tokens each) is ~170k tokens, ~20 min of LoRA on 2 cores.
-# n_test 336: with write_frac 0.25 that is 252 reads, 42 of each query type.
-PROFILE_SIZES = {
-    "smoke": {"n_train": 40, "n_val": 10, "n_test": 20},
-    "cpu": {"n_train": 1500, "n_val": 150, "n_test": 336},
-    "gpu": {"n_train": 10000, "n_val": 500, "n_test": 1200},
-}
 
 _SPECIAL = set("\\{}[]>;")  # API delimiters: a name containing one would need escaping, so refuse it
 
@@ -367,27 +357,18 @@ def save_dataset(dd, out_dir: str | Path, meta: dict[str, Any] | None = None) ->
     import datasets
 
     out_dir = Path(out_dir)
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
-    os.chmod(tmp, 0o755)  # mkdtemp's 0700 would outlive the rename
     bars = datasets.is_progress_bar_enabled()
     datasets.disable_progress_bars()  # a bar per split would be left in every notebook output
     try:
-        dd.save_to_disk(str(tmp))
-        for split, ds in dd.items():
-            with open(tmp / f"{split}.jsonl", "w", encoding="utf-8", newline="\n") as f:
-                for row in ds:
-                    f.write(json.dumps(row, ensure_ascii=False) + "\n")
-        if meta is not None:
-            (tmp / "build.json").write_text(json.dumps(meta, indent=1, sort_keys=True) + "\n", encoding="utf-8")
-        old = out_dir.with_name(f".{out_dir.name}.old")
-        shutil.rmtree(old, ignore_errors=True)
-        if out_dir.exists():
-            os.rename(out_dir, old)
-        os.rename(tmp, out_dir)
-        shutil.rmtree(old, ignore_errors=True)
+        with atomic_dir(out_dir, replace=True) as tmp:
+            dd.save_to_disk(str(tmp))
+            for split, ds in dd.items():
+                with open(tmp / f"{split}.jsonl", "w", encoding="utf-8", newline="\n") as f:
+                    for row in ds:
+                        f.write(json.dumps(row, ensure_ascii=False) + "\n")
+            if meta is not None:
+                (tmp / "build.json").write_text(json.dumps(meta, indent=1, sort_keys=True) + "\n", encoding="utf-8")
     finally:
-        shutil.rmtree(tmp, ignore_errors=True)
         if bars:
             datasets.enable_progress_bars()
     return out_dir
@@ -395,9 +376,7 @@ def save_dataset(dd, out_dir: str | Path, meta: dict[str, Any] | None = None) ->
 
 def dataset_dir(profile: str = "cpu") -> Path:
     """Where a profile's data set lives: data/retllm_synthetic/ for cpu (committed), else under runs/."""
-    if profile not in PROFILE_SIZES:
-        raise ValueError(f"unknown profile {profile!r}; known: {sorted(PROFILE_SIZES)}")
-    return DATA / "retllm_synthetic" if profile == "cpu" else run_dir("retllm", profile, "data")
+    return DATA / "retllm_synthetic" if check_profile(profile) == "cpu" else run_dir("retllm", profile, "data")
 
 
 def dataset_meta(seed: int = 0, n_train: int = 1500, n_val: int = 150, n_test: int = 336, *,
@@ -413,7 +392,8 @@ def load_synthetic(profile: str = "cpu", seed: int = 0):
     from datasets import load_from_disk
 
     path = dataset_dir(profile)
-    meta = dataset_meta(seed, **PROFILE_SIZES[profile])
+    sizes = PROFILES[check_profile(profile)]
+    meta = dataset_meta(seed, n_train=sizes["n_train"], n_val=sizes["n_val"], n_test=sizes["n_test"])
     build = path / "build.json"
     if build.is_file() and json.loads(build.read_text(encoding="utf-8")) == meta:
         return load_from_disk(str(path))
