@@ -38,9 +38,10 @@ import numpy as np
 
 from .api import Triple
 
-__all__ = ["TripleMemory", "ReadResult", "Substitution", "INDEX_KINDS", "COLUMNS"]
+__all__ = ["TripleMemory", "ReadResult", "Substitution", "INDEX_KINDS", "COLUMNS", "Q_THR"]
 
 INDEX_KINDS = ("flat", "lsh", "hnsw")
+Q_THR = 30  # MemLLM §3.1: a query with this many results or more is too broad to help (official code: >= 30)
 COLUMNS = ["subject", "relation", "object"]  # DataFrame / CSV / SQL columns
 KINDS = ("entity", "relation")
 ENTITY, RELATION = 0, 1
@@ -149,7 +150,7 @@ class TripleMemory:
 
     def __init__(self, path: str | os.PathLike | None = None, embedder: Any = None, index: str = "flat", *,
                  tau_entity: float | None = None, tau_relation: float | None = None,
-                 tau_triple: float | None = None, fuzzy: float | None = None, q_thr: int = 30,
+                 tau_triple: float | None = None, fuzzy: float | None = None, q_thr: int = Q_THR,
                  reembed: bool = False, lsh_nbits: int | None = None, hnsw_m: int = 32,
                  hnsw_ef_search: int = 64):
         if index not in INDEX_KINDS:

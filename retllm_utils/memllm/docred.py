@@ -52,6 +52,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 import numpy as np
 
 from ..api import USER_END, USER_ST, Triple, is_memllm_query, format_memllm_read_query, format_memllm_read_reply, format_memllm_write
+from ..memory import Q_THR
 from ..metrics import whole_word
 from ..paths import DATA, check_profile, run_dir
 from .profiles import PROFILES
@@ -64,7 +65,6 @@ __all__ = [
     "load_or_build",
 ]
 
-Q_THR = 30  # MemLLM §3.1: a query with this many results or more is too broad to help (official: >= 30 dropped)
 MAX_QUERIES = 3  # official MAX_QUERIES
 MAX_TRIPLES = 32  # official write training keeps sentences with fewer triples than this
 READ_CONTINUE = "({"  # what a continuation ends with when another read follows (official MR_ST_TOKEN)
