@@ -7,7 +7,7 @@ PROFILE ?= cpu
 STAMP := $(VENV)/.installed
 NBRUN := .nbrun
 
-.PHONY: install reproduce test clean
+.PHONY: install reproduce test lint format clean
 
 install: $(STAMP)
 
@@ -29,13 +29,23 @@ $(STAMP): pyproject.toml environment.yml
 reproduce: $(STAMP)
 	$(PY) tools/run_notebooks.py --profile $(PROFILE)
 
-# Unit tests; then every notebook on the smoke profile with papermill, and nbval re-runs each executed copy
+# ruff (format check and lint, notebooks included): a lint failure fails `make test`.
+lint: $(STAMP)
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/ruff check .
+
+# Lint; unit tests; then every notebook on the smoke profile with papermill, and nbval re-runs each executed copy
 # and compares the cells marked NBVAL_CHECK_OUTPUT (seeded outputs must come out the same twice).
-test: $(STAMP)
+test: lint
 	$(PY) -m pytest -q tests
 	rm -rf $(NBRUN) && $(PY) tools/run_notebooks.py --profile smoke --out $(NBRUN)
 	@if ls $(NBRUN)/*.ipynb >/dev/null 2>&1; then \
 	  $(PY) -m pytest -q -p no:cacheprovider --nbval-lax --nbval-current-env $(NBRUN)/*.ipynb; fi
+
+# Format the code base and fix what ruff can fix safely (notebook cells included).
+format: $(STAMP)
+	$(VENV)/bin/ruff format .
+	$(VENV)/bin/ruff check --fix .
 
 clean:
 	rm -rf $(NBRUN) .pytest_cache
