@@ -25,9 +25,7 @@ import time
 from pathlib import Path
 
 import numpy as np
-
-from common import (CACHE, FIGURES, busy_processes, loadavg, machine, save_result,
-                    set_threads, table)
+from common import CACHE, FIGURES, busy_processes, loadavg, machine, save_result, set_threads, table
 
 
 def find_adapter(root: Path) -> Path | None:

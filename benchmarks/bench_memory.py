@@ -28,11 +28,27 @@ import time
 from pathlib import Path
 
 import numpy as np
-
-from common import (CACHE, FIGURES, RESULTS, CachedEmbedder, VectorCache, busy_processes, default_embedder_info,
-                    load_default_embedder,
-                    dir_size_mib, loadavg, machine, parse_size, percentiles_ms, peak_rss_mib, rss_mib, save_result,
-                    set_threads, size_label, table)
+from common import (
+    CACHE,
+    FIGURES,
+    RESULTS,
+    CachedEmbedder,
+    VectorCache,
+    busy_processes,
+    default_embedder_info,
+    dir_size_mib,
+    load_default_embedder,
+    loadavg,
+    machine,
+    parse_size,
+    peak_rss_mib,
+    percentiles_ms,
+    rss_mib,
+    save_result,
+    set_threads,
+    size_label,
+    table,
+)
 from workload import phrases_of, workload
 
 KINDS = ["flat", "lsh", "hnsw"]

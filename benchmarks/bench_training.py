@@ -17,7 +17,6 @@ import tempfile
 import time
 
 import numpy as np
-
 from common import FIGURES, busy_processes, loadavg, machine, save_result, set_threads, table
 
 
@@ -47,7 +46,7 @@ def main() -> None:
     data = {m: build_sft_dataset(tok, rows, retllm_example_text, a.max_length, mask=m) for m in (True, False)}
     assert data[True]["input_ids"] == data[False]["input_ids"]  # same tokens; only the labels differ
     n_tokens = sum(len(x) for x in data[True]["input_ids"])
-    supervised = sum(sum(l != IGNORE for l in x) for x in data[True]["labels"])
+    supervised = sum(sum(lab != IGNORE for lab in x) for x in data[True]["labels"])
 
     def run(mask: bool, steps: int) -> dict:
         set_seed(a.seed)

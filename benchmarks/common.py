@@ -61,11 +61,11 @@ def machine() -> dict[str, Any]:
     """What the numbers were measured on: cores, memory, CPU model, library versions."""
     info: dict[str, Any] = {"nproc": os.cpu_count(), "python": platform.python_version()}
     try:
-        mem_kb = next(int(l.split()[1]) for l in Path("/proc/meminfo").read_text().splitlines()
-                      if l.startswith("MemTotal:"))
+        mem_kb = next(int(line.split()[1]) for line in Path("/proc/meminfo").read_text().splitlines()
+                      if line.startswith("MemTotal:"))
         info["mem_gib"] = round(mem_kb / 2**20, 1)
-        info["cpu"] = next(l.split(":", 1)[1].strip() for l in subprocess.run(
-            ["lscpu"], capture_output=True, text=True).stdout.splitlines() if l.startswith("Model name"))
+        info["cpu"] = next(line.split(":", 1)[1].strip() for line in subprocess.run(
+            ["lscpu"], capture_output=True, text=True).stdout.splitlines() if line.startswith("Model name"))
     except (StopIteration, OSError):
         pass
     from importlib.metadata import PackageNotFoundError, version

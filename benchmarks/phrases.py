@@ -53,7 +53,8 @@ def make_triples(n: int, seed: int = 0, entities_per_triple: float = 0.4) -> lis
     while len(out) < n:
         t = (rng.choice(ents), rng.choice(rels), rng.choice(ents))
         if t[0] != t[2] and t not in seen:
-            seen.add(t); out.append(t)
+            seen.add(t)
+            out.append(t)
     return out
 
 

@@ -1,5 +1,7 @@
 """The two memory-API text dialects: RET-LLM (2023) and MemLLM (2024), formatted and parsed both ways.
 
+Serves RET-LLM §3.2 (Figure 2's API; notebooks 01–03) and MemLLM §3.2–3.3 (notebooks 04–06).
+
 RET-LLM::
 
     [MEM_WRITE{Ann>>employed by>>Pfizer}]
@@ -102,10 +104,15 @@ def _split_unescaped(body: str, sep: str) -> list[str]:
     while i < len(body):
         c = body[i]
         if c == "\\" and i + 1 < len(body):
-            cur.append(body[i:i + 2]); i += 2; continue
-        if body.startswith(sep, i):
-            parts.append("".join(cur)); cur = []; i += len(sep); continue
-        cur.append(c); i += 1
+            cur.append(body[i:i + 2])
+            i += 2
+        elif body.startswith(sep, i):
+            parts.append("".join(cur))
+            cur = []
+            i += len(sep)
+        else:
+            cur.append(c)
+            i += 1
     parts.append("".join(cur))
     return parts
 
@@ -119,7 +126,8 @@ def _find_unescaped(text: str, chars: str, start: int) -> int:
     i = start
     while i < len(text):
         if text[i] == "\\":
-            i += 2; continue
+            i += 2
+            continue
         if text[i] in chars:
             return i
         i += 1
@@ -254,13 +262,19 @@ def _parse_retllm_call(text: str, start: int, skip: int, *, write: bool) -> tupl
             pos += 1
 
 
-def strip_retllm_calls(text: str) -> str:
-    """The text a user should see: every (well-formed or not) call removed."""
+def _without(text: str, calls: Sequence[Call]) -> str:
+    """`text` with the character ranges of `calls` cut out."""
     out, i = [], 0
-    for c in parse_retllm(text):
-        out.append(text[i:c.start]); i = c.end
+    for c in calls:
+        out.append(text[i:c.start])
+        i = c.end
     out.append(text[i:])
     return "".join(out)
+
+
+def strip_retllm_calls(text: str) -> str:
+    """The text a user should see: every (well-formed or not) call removed."""
+    return _without(text, parse_retllm(text))
 
 
 # ----------------------------------------------------------------------------------------- MemLLM
@@ -364,8 +378,4 @@ def _parse_memllm_read(text: str, start: int) -> tuple[Call, int]:
 
 def strip_memllm_calls(text: str) -> str:
     """Text with every MemLLM call removed (as the paper removes answered calls from the context)."""
-    out, i = [], 0
-    for c in parse_memllm(text):
-        out.append(text[i:c.start]); i = c.end
-    out.append(text[i:])
-    return "".join(out)
+    return _without(text, parse_memllm(text))

@@ -1,4 +1,8 @@
-"""Loading the LLM and the phrase embedders, offline by default, a hub id on Colab."""
+"""Loading the LLM and the phrase embedders, offline by default, a hub id on Colab.
+
+Every notebook loads through here: SmolLM2-135M-Instruct stands in for Alpaca-7B (RET-LLM §4) and Mistral-7B
+(MemLLM §4, App. E); all-MiniLM-L6-v2 for Contriever (MemLLM §3.1), with thresholds measured for it.
+"""
 from __future__ import annotations
 
 import contextlib

@@ -1,4 +1,4 @@
-"""One prompt format for RET-LLM training and inference: the model's own chat template.
+"""One prompt format for RET-LLM training and inference: the model's own chat template (notebooks 02–03, RET-LLM §3.3).
 
 A RET-LLM example is a user turn and an assistant turn. The assistant turn is
 ``api + reply + answer + end``: `api` is what the model generates (write calls, or a read query ending

@@ -2,12 +2,27 @@
 import itertools
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from retllm_utils.api import (ApiError, ApiFormatError, MemRead, MemWrite, Triple, format_memllm_read,
-                              format_memllm_read_query, format_memllm_write, format_retllm_read,
-                              format_retllm_read_query, format_retllm_write, parse_memllm, parse_retllm,
-                              query_shape, strip_memllm_calls, strip_retllm_calls)
+from retllm_utils.api import (
+    ApiError,
+    ApiFormatError,
+    MemRead,
+    MemWrite,
+    Triple,
+    format_memllm_read,
+    format_memllm_read_query,
+    format_memllm_write,
+    format_retllm_read,
+    format_retllm_read_query,
+    format_retllm_write,
+    parse_memllm,
+    parse_retllm,
+    query_shape,
+    strip_memllm_calls,
+    strip_retllm_calls,
+)
 
 # Terms with every delimiter of both dialects in them, plus plain ones.
 terms = st.text(alphabet=st.sampled_from(list("abcXY Z019.,;:>-{}[]()\\'é")), min_size=1, max_size=12) \

@@ -11,11 +11,21 @@ import pytest
 import torch
 
 from retllm_utils import models
-from retllm_utils.paths import atomic_dir
 from retllm_utils.models import (
-    DEFAULT_MODEL, MINILM_THRESHOLDS, THRESHOLD_PAIRS, LLMMeanEmbedder, NgramEmbedder, cache_root, default_dtype,
-    gguf_path, load_embedder, load_model, pair_cosines, pick_device,
+    DEFAULT_MODEL,
+    MINILM_THRESHOLDS,
+    THRESHOLD_PAIRS,
+    LLMMeanEmbedder,
+    NgramEmbedder,
+    cache_root,
+    default_dtype,
+    gguf_path,
+    load_embedder,
+    load_model,
+    pair_cosines,
+    pick_device,
 )
+from retllm_utils.paths import atomic_dir
 
 PROMPT = "The capital of France is"
 

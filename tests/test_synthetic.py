@@ -4,13 +4,21 @@ from collections import Counter
 
 import pytest
 
-from retllm_utils.retllm import synthetic
-from retllm_utils.retllm.profiles import PROFILES
 from retllm_utils.api import ApiError, MemRead, MemWrite, Triple, format_retllm_write, parse_retllm, query_shape
 from retllm_utils.paths import DATA
 from retllm_utils.prompts import retllm_example_text
-from retllm_utils.retllm.synthetic import (NO_ANSWER, QUERY_TYPES, RELATIONS, join_names, load_names, load_synthetic,
-                                    make_dataset, save_dataset)
+from retllm_utils.retllm import synthetic
+from retllm_utils.retllm.profiles import PROFILES
+from retllm_utils.retllm.synthetic import (
+    NO_ANSWER,
+    QUERY_TYPES,
+    RELATIONS,
+    join_names,
+    load_names,
+    load_synthetic,
+    make_dataset,
+    save_dataset,
+)
 
 SHAPES = {"per": (True, False, False), "per_org": (True, False, True), "per_rel": (True, True, False),
           "org": (False, False, True), "rel": (False, True, False), "org_rel": (False, True, True)}
@@ -61,7 +69,10 @@ def test_people_are_disjoint_across_splits(dd):
     assert not people["train"] & people["validation"]
     assert not people["validation"] & people["test"]
     train_text = " ".join(r["user"] + r["api"] + r["reply"] + r["answer"] for r in dd["train"])
-    whole = lambda p: re.compile(r"(?<![\w'-])" + re.escape(p) + r"(?![\w'-])")  # "Ma" is not in "Martin"
+
+    def whole(p: str) -> re.Pattern:
+        return re.compile(r"(?<![\w'-])" + re.escape(p) + r"(?![\w'-])")  # "Ma" is not in "Martin"
+
     assert not [p for p in people["test"] if whole(p).search(train_text)]
 
 

@@ -28,7 +28,7 @@ def test_supervised_tokens_are_exactly_the_intended_spans(tok, ex):
     expected = [ex["api"], ex["answer"] + end] if ex["answer"] else [ex["api"] + end]
     assert runs == expected
     # the question and the memory's reply are never supervised
-    unsup = tok.decode([t for t, l in zip(enc["input_ids"], enc["labels"]) if l == IGNORE])
+    unsup = tok.decode([t for t, lab in zip(enc["input_ids"], enc["labels"]) if lab == IGNORE])
     assert ex["user"] in unsup and ex["reply"] in unsup
 
 
@@ -47,4 +47,4 @@ def test_truncation_that_cuts_a_span_is_an_error(tok):
 def test_build_sft_dataset_has_trl_columns(tok):
     ds = build_sft_dataset(tok, [READ, WRITE], retllm_example_text, max_length=512)
     assert ds.column_names == ["input_ids", "labels"] and len(ds) == 2
-    assert all(len(i) == len(l) for i, l in zip(ds["input_ids"], ds["labels"]))
+    assert all(len(i) == len(lab) for i, lab in zip(ds["input_ids"], ds["labels"]))

@@ -1,5 +1,7 @@
 """RET-LLM evaluation on held-out people: API-call exact match, answer accuracy, write precision/recall.
 
+Notebook 02 (validation ablation) and notebook 03 (held-out test split beside zero-shot, RET-LLM §4, Figures 3–5).
+
 The paper shows RET-LLM only qualitatively; these numbers go past it. Each example runs the real path: a fresh
 memory holding the example's scene, the controller (pause on `[MEM_READ{..}:`, memory reply, resume), and
 the user-facing answer. The zero-shot baseline gets the same facts as plain statements in its context.
@@ -12,13 +14,13 @@ the user-facing answer. The zero-shot baseline gets the same facts as plain stat
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 import pandas as pd
 from tqdm.auto import tqdm
 
 from .. import api
-from ..api import MemRead, MemWrite, Triple
+from ..api import MemRead, MemWrite
 from ..controller import HFGenerator, RetLLMController
 from ..memory import TripleMemory
 from ..metrics import PRF, whole_word

@@ -1,4 +1,4 @@
-"""RET-LLM's synthetic people–company data set (§3.3, Tables 1–2), seeded and byte-reproducible.
+"""RET-LLM's synthetic people–company data set (§3.3, Tables 1–2), seeded and byte-reproducible (notebook 01).
 
 Every person has exactly one relation with one organisation. Each example sees a small *scene*: a few
 people (3–8 by default) and their facts, which are the whole memory for that example, so a `(rel)` or
@@ -199,7 +199,7 @@ def _name_pools(seed: int, first: Sequence[str], last: Sequence[str], sizes: dic
     Test and validation reserve the most a split can consume (a full scene plus one outsider per example), so
     their people depend only on the seed and their own size, not on n_train.
     """
-    people = sorted({f"{f} {l}" for f in first for l in last})
+    people = sorted({f"{given} {family}" for given in first for family in last})
     random.Random(seed).shuffle(people)
     per_example = scene_size[1] + 1
     n_test, n_val = sizes["test"] * per_example, sizes["validation"] * per_example
