@@ -1,97 +1,45 @@
-"""MemLLM write and read training data from DocRED-format documents (Re-DocRED here): MemLLM §3.2–3.3, App. C.
+"""Re-DocRED, the annotated corpus MemLLM's API training data come from: notebook 04 (loading); MemLLM §3.3 and §4.
+
+The MemLLM data modules (notebook 04 builds the data set, 05 trains on it, 06 scores on it):
+
+- `docred` (this one): reads and checks DocRED-format files (`load_docred`, `relation_names`), gives one document
+  as plain text with its mentions and canonical names (`DocView`) and its gold triples (`gold_triples`), and the
+  lookups a read's results come from (`GoldMemory`, `triple_memory_lookup`).
+- `examples`: the MemLLM write and read rows built from these (§3.2–3.3, App. B–D), the dev documents notebook 06
+  scores (§4.1), and the DatasetDict of all of them (`make_dataset`).
+- `saved_dataset`: where a profile's DatasetDict is saved, and loading it (or rebuilding it) for notebooks 05–06.
 
 Text is a document's tokens joined by single spaces, as the official code builds it ("based in Piraeus ."
-keeps DocRED's tokenization); every character span below indexes into such text. An entity's canonical
-name, used in every triple and query, is the `name` of its first mention in reading order (sentence, then
-token), not of the first mention listed in `vertexSet` (Re-DocRED does not list mentions in order).
+keeps DocRED's tokenization); every character span indexes into such text. An entity's canonical name, used in
+every triple and query, is the `name` of its first mention in reading order (sentence, then token), not of the
+first mention listed in `vertexSet` (Re-DocRED does not list mentions in order).
 
-Write example, one per focus sentence (official format, no spaces around the tags)::
-
-    pretext + "({USER_ST})" + sentence + "({USER_END})" + "({MEM_WRITE-->h>>r>>t;h>>r>>t})" + end token
-
-The loss covers ``({MEM_WRITE-->…})`` and the end token. A relation label is written once, in sentence
-``max(max(evidence), first(h), first(t))`` where first(e) is the sentence of e's first mention: the latest
-evidence sentence, delayed until both entities have appeared. 57% of Re-DocRED's labels have no evidence
-(the revision added them); the official pipeline asks an LLM which sentence states them. Here
-`empty_evidence` decides: "co_sentence" (default) takes the first sentence that mentions both entities as
-evidence (none: the rule above without evidence), "first_mention" uses no evidence, "drop" skips the label.
-As in the paper, 85% of the no-relation sentences are dropped (`drop_empty`); as in the official code, so is a
-sentence with 32 triples or more (`max_triples`).
-
-Read example, one per read point (the first mention of an entity that completes a relation whose other
-entity appeared earlier)::
-
-    text before the read point + "({MEM_READ(s>>r>>;>>r>>o)-->" + results + "})" + " " + continuation + "({"
-
-The continuation runs to the next read point of the document (ending with "({", the start of the next
-call) or to the document's end. The space before the read word moves after the call (plain "recording
-artist" gives "recording({MEM_READ(..)-->..}) artist"): with a byte-level BPE tokenizer the continuation
-then starts with the token the plain document has there (" artist", not "artist"), so a read model is
-trained and scored on the document's own tokens (the paper's SentencePiece gives "▁artist" either way) and
-`perplexity` compares every ablation on identical tokens. The loss covers the call up to ``)-->`` and the continuation, never the
-memory's results (nor the text before the read point). Earlier calls are not in the text (the paper removes answered calls from the context).
-Filters, as the official code: a query whose (relation, known side) is in `AMBIGUOUS_QUERIES` (paper
-Table 2) is dropped; a query with `q_thr` (30) or more results is dropped; at most `max_queries` (3) per
-read, fewest results first (no result counts as 5); a read point whose target already occurs as a whole
-word earlier in the text is dropped (first-mention filter). Appendix C's augmentation moves the read point
-k ~ Poisson(`early_shift`) words earlier (never before the query entities' first mentions or the previous
-read point). Results come from `lookup(query) -> list[str]`: `GoldMemory` (exact match over gold triples)
-or `triple_memory_lookup` (a `TripleMemory` filled by the write model).
-
-Rows are tokenizer-independent: `text`, `spans` (supervised [start, end) character spans) and `add_eos`;
-`render(tokenizer, row)` appends the end token and gives what `training.tokenize_with_spans` takes.
+A lookup maps a MemLLM query, (s, r, "") or ("", r, o), to the other entities: `GoldMemory` by exact match over
+gold triples, `triple_memory_lookup` through a `TripleMemory` filled by the write model.
 """
 from __future__ import annotations
 
 import json
-from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
-import numpy as np
+from ..api import Triple, is_memllm_query
 
-from ..api import USER_END, USER_ST, Triple, is_memllm_query, format_memllm_read_query, format_memllm_read_reply, format_memllm_write
-from ..memory import Q_THR
-from ..metrics import whole_word
-from ..paths import DATA, check_profile, run_dir
-from .profiles import PROFILES
+__all__ = ["load_docred", "relation_names", "DocView", "gold_triples", "GoldMemory", "triple_memory_lookup", "Lookup"]
 
-__all__ = [
-    "AMBIGUOUS_QUERIES", "Q_THR", "MAX_QUERIES", "MAX_TRIPLES", "EMPTY_EVIDENCE", "READ_CONTINUE", 
-    "load_docred", "relation_names", "DocView", "gold_triples", "relation_sentence",
-    "write_examples", "build_write_rows", "GoldMemory", "triple_memory_lookup", "read_examples",
-    "build_read_rows", "eval_doc_row", "render", "features", "make_dataset", "dataset_dir", "read_rows_current",
-    "load_or_build",
-]
-
-MAX_QUERIES = 3  # official MAX_QUERIES
-MAX_TRIPLES = 32  # official write training keeps sentences with fewer triples than this
-READ_CONTINUE = "({"  # what a continuation ends with when another read follows (official MR_ST_TOKEN)
-EMPTY_EVIDENCE = ("co_sentence", "first_mention", "drop")
-
-# MemLLM Table 2 (official data/mr_data_config.py SKIP_QUERIES): (relation, the side the query gives).
-# ">>country of citizenship>>France" (object given) asks for everyone French: far too many answers.
-AMBIGUOUS_QUERIES = frozenset(
-    [(r, "object") for r in (
-        "country of citizenship", "country", "country of origin", "religion", "place of birth", "place of death",
-        "work location", "location of formation", "location", "basin country", "residence", "publication date",
-        "production company", "original language of work", "applies to jurisdiction", "platform",
-        "located in the administrative territorial entity", "headquarters location", "inception", "employer",
-        "date of birth", "date of death", "educated at")]
-    + [(r, "subject") for r in ("continent", "contains administrative territorial entity")])
-
-# Documents per profile, the first n of each file. cpu: 90 training documents give ~112k (write) and ~105k (read)
-Lookup = Callable[[Triple], list]
+Lookup = Callable[[Triple], list]  # one MemLLM query -> the other entities
 
 
 # ----------------------------------------------------------------------------------------------- loading
 def _bad(path: Any, i: int, doc: Any, msg: str) -> ValueError:
+    """An error naming the file, the document's index and title, so a bad file is fixed at the right place."""
     title = doc.get("title", "?") if isinstance(doc, dict) else "?"
     return ValueError(f"{path}: document {i} ({title!r}): {msg}")
 
 
 def _check_doc(path: Any, i: int, doc: Any) -> None:
+    """Every field the data builders index (sents, mentions, labels, evidence) present and in range."""
     if not isinstance(doc, dict):
         raise _bad(path, i, doc, f"expected an object, got {type(doc).__name__}")
     for key in ("sents", "vertexSet"):
@@ -169,6 +117,7 @@ class DocView:
 
     @classmethod
     def of(cls, doc: Mapping[str, Any]) -> "DocView":
+        """The view of one DocRED document, built once and shared by its write rows, read rows and eval row."""
         words = [w for s in doc["sents"] for w in s]
         sent_start = [0]
         for s in doc["sents"]:
@@ -196,9 +145,11 @@ class DocView:
         return self.char_start[a], self.char_start[b] - 1
 
     def words_text(self, a: int, b: int | None = None) -> str:
+        """Words [a, b) as they stand in `text`."""
         return " ".join(self.words[a:b])
 
     def sentence(self, s: int) -> str:
+        """Sentence s as it stands in `text`."""
         return self.words_text(self.sent_start[s], self.sent_start[s + 1])
 
     def pretext(self, end_word: int, max_chars: int | None) -> tuple[str, int]:
@@ -227,96 +178,11 @@ def gold_triples(doc: Mapping[str, Any], rel_names: Mapping[str, str], view: Doc
     return out
 
 
-def relation_sentence(view: DocView, label: Mapping[str, Any], empty_evidence: str = "co_sentence") -> int | None:
-    """The focus sentence whose write call holds this label: max(max(evidence), first(h), first(t)); see module doc."""
-    if empty_evidence not in EMPTY_EVIDENCE:
-        raise ValueError(f"empty_evidence must be one of {EMPTY_EVIDENCE}, got {empty_evidence!r}")
-    h, t = label["h"], label["t"]
-    evidence = list(label.get("evidence") or [])
-    if not evidence:
-        if empty_evidence == "drop":
-            return None
-        if empty_evidence == "co_sentence":
-            evidence = [s for s, ents in enumerate(view.sent_entities) if h in ents and t in ents][:1]
-    return max(evidence + [view.first[h][3], view.first[t][3]])
-
-
-# ----------------------------------------------------------------------------------------------- writes
-def write_examples(doc: Mapping[str, Any], rel_names: Mapping[str, str], *, doc_idx: int = 0, split: str = "",
-                   max_pretext_chars: int | None = None, empty_evidence: str = "co_sentence") -> list[dict]:
-    """One write row per sentence (no-relation sentences included; `build_write_rows` drops most of them)."""
-    view = DocView.of(doc)
-    by_sent: dict[int, list] = {}
-    for k, t in gold_triples(doc, rel_names, view):
-        lab = doc["labels"][k]
-        s = relation_sentence(view, lab, empty_evidence)
-        if s is None:
-            continue
-        # order inside the call by where the later of the two entities is mentioned in the sentence (official)
-        lo, hi = view.sent_start[s], view.sent_start[s + 1]
-        pos = [min((m[0] for m in view.mentions if m[2] == e and lo <= m[0] < hi), default=hi)
-               for e in (lab["h"], lab["t"])]
-        by_sent.setdefault(s, []).append((max(pos), k, t))
-    rows = []
-    for s in range(len(doc["sents"])):
-        triples = [t for *_, t in sorted(by_sent.get(s, []))]
-        pretext, start = view.pretext(view.sent_start[s], max_pretext_chars)
-        head = pretext + USER_ST + view.sentence(s) + USER_END
-        text = head + format_memllm_write(triples)
-        rows.append({"id": f"{split}-{doc_idx}-w{s}", "doc_idx": doc_idx, "title": doc.get("title", ""),
-                     "sent_id": s, "text": text, "spans": [[len(head), len(text)]], "add_eos": True,
-                     "triples": [list(t) for t in triples], "n_triples": len(triples),
-                     "pretext_start_word": start})
-    return rows
-
-
-def _doc_rng(seed: int, doc_idx: int, salt: int) -> np.random.Generator:
-    """One generator per (seed, document, purpose): a document's examples do not depend on which others are built."""
-    return np.random.default_rng([seed, doc_idx, salt])
-
-
-def build_write_rows(docs: Sequence[Mapping[str, Any]], rel_names: Mapping[str, str], doc_ids: Iterable[int], *,
-                     split: str, seed: int = 0, drop_empty: float = 0.85, max_pretext_chars: int | None = None,
-                     empty_evidence: str = "co_sentence", max_triples: int | None = MAX_TRIPLES
-                     ) -> tuple[list[dict], Counter]:
-    """Write rows of the chosen documents, and counts.
-
-    Each no-relation sentence is kept with probability 1 - drop_empty (the paper drops 85%); a sentence with
-    `max_triples` triples or more is dropped (official: fewer than 32), as its call alone would fill the context.
-    """
-    if not 0 <= drop_empty <= 1:
-        raise ValueError(f"drop_empty must be in [0, 1], got {drop_empty}")
-    rows, n = [], Counter()
-    for d in doc_ids:
-        doc = docs[d]
-        rng = _doc_rng(seed, d, 1)
-        n["documents"] += 1
-        n["labels"] += len(doc["labels"])
-        n["labels_without_evidence"] += sum(1 for lab in doc["labels"] if not lab.get("evidence"))
-        for row in write_examples(doc, rel_names, doc_idx=d, split=split, max_pretext_chars=max_pretext_chars,
-                                  empty_evidence=empty_evidence):
-            n["sentences"] += 1
-            if max_triples is not None and row["n_triples"] >= max_triples:
-                n["dropped_too_many_triples"] += 1
-                n["triples_dropped_with_them"] += row["n_triples"]
-                continue
-            n["triples_written"] += row["n_triples"]
-            if row["n_triples"] == 0:
-                n["sentences_without_relation"] += 1
-                if rng.random() < drop_empty:
-                    n["dropped_no_relation"] += 1
-                    continue
-            n["write_examples"] += 1
-            n["write_examples_with_relations" if row["n_triples"] else "write_examples_without_relations"] += 1
-            rows.append(row)
-    return rows, n
-
-
 # ----------------------------------------------------------------------------------------------- memories
 class GoldMemory:
     """Exact-match MemLLM lookup over gold triples (a training corpus): query -> the other entities, in write order."""
 
-    def __init__(self, triples: Iterable[Sequence[str]] = ()):
+    def __init__(self, triples: Iterable[Sequence[str]] = ()) -> None:
         self._by_sr: dict[tuple[str, str], list[str]] = {}
         self._by_ro: dict[tuple[str, str], list[str]] = {}
         self.triples: set[Triple] = set()
@@ -324,9 +190,11 @@ class GoldMemory:
 
     @classmethod
     def from_docs(cls, docs: Iterable[Mapping[str, Any]], rel_names: Mapping[str, str]) -> "GoldMemory":
+        """The gold triples of every document, as a memory filled from the whole corpus would hold them."""
         return cls(t for doc in docs for _, t in gold_triples(doc, rel_names))
 
     def add(self, triples: Iterable[Sequence[str]]) -> None:
+        """Store new triples (repeats ignored), indexed by both query shapes."""
         for t in triples:
             t = Triple(*t)
             if t in self.triples:
@@ -339,6 +207,7 @@ class GoldMemory:
         return len(self.triples)
 
     def __call__(self, query: Sequence[str]) -> list[str]:
+        """The other entities of the triples matching the query exactly, in write order."""
         s, r, o = query
         if not is_memllm_query(query):
             raise ValueError(f"MemLLM query {tuple(query)!r} must give the relation and exactly one of subject/object")
@@ -350,288 +219,18 @@ def triple_memory_lookup(memory: Any) -> Lookup:
     return lambda query: [other for other, _score, _t in memory.memllm_search(query)]
 
 
-# ----------------------------------------------------------------------------------------------- reads
-def _read_points(doc: Mapping[str, Any], view: DocView, rel_names: Mapping[str, str],
-                 ambiguous: frozenset, first_mention_filter: bool, n: Counter) -> list[dict]:
-    """Read candidates in reading order: a first mention completing relations with entities seen before it."""
-    labels = [(doc["labels"][k], t) for k, t in gold_triples(doc, rel_names, view)]
-    seen: set[int] = set()
-    covered: set[int] = set()
-    points: dict[int, dict] = {}  # word start of the target -> read point (nested first mentions merge)
-    for a, b, e, _s in view.mentions:
-        if e in seen:
-            continue
-        seen.add(e)
-        cands = []
-        for j, (lab, t) in enumerate(labels):
-            if j in covered or e not in (lab["h"], lab["t"]):
-                continue
-            other = lab["t"] if lab["h"] == e else lab["h"]
-            if other not in seen:
-                continue
-            covered.add(j)
-            # the target is the subject (head) or the object (tail): the query gives the other side
-            q = Triple("", t.relation, t.object) if lab["h"] == e else Triple(t.subject, t.relation, "")
-            cands.append((q, other))
-        if not cands:
-            continue
-        n["read_candidates"] += 1
-        n["candidate_queries"] += len(cands)
-        before = view.words_text(0, a)
-        if first_mention_filter and (whole_word(view.names[e], before) or whole_word(view.words_text(a, b), before)):
-            n["dropped_first_mention"] += 1
-            continue
-        queries = []
-        for q, other in cands:
-            if (q.relation, "subject" if q.subject else "object") in ambiguous:
-                n["dropped_query_ambiguous"] += 1
-            elif q not in [x[0] for x in queries]:
-                queries.append((q, other))
-        p = points.setdefault(a, {"target_word": [a, b], "targets": [], "cands": []})
-        p["targets"].append(view.names[e])
-        p["cands"] += queries
-    return [points[a] for a in sorted(points)]
+# ----------------------------------------------------------------------------------------------- moved names
+# Names that moved out of this module, still importable from here until notebooks 04–06 and `perplexity` import
+# them from their new homes: name -> module of this package.
+_MOVED = {**dict.fromkeys(("MAX_QUERIES", "Q_THR", "AMBIGUOUS_QUERIES", "write_examples", "render", "make_dataset"),
+                          "examples"),
+          **dict.fromkeys(("dataset_dir", "load_or_build"), "saved_dataset")}
 
 
-def read_examples(doc: Mapping[str, Any], rel_names: Mapping[str, str], lookup: Lookup, *, doc_idx: int = 0,
-                  split: str = "", seed: int = 0, max_pretext_chars: int | None = None, q_thr: int = Q_THR,
-                  max_queries: int = MAX_QUERIES, ambiguous: Iterable[tuple[str, str]] = AMBIGUOUS_QUERIES,
-                  first_mention_filter: bool = True, early_shift: float = 0.0, fill_empty_with_target: bool = True,
-                  results_source: str = "gold", shuffle_results: bool = True, counts: Counter | None = None
-                  ) -> list[dict]:
-    """The read rows of one document (see the module doc); `counts` collects what each filter dropped.
+def __getattr__(name: str) -> Any:
+    """A moved name, fetched on first use: its module imports this one, so it cannot be imported at the top."""
+    if name not in _MOVED:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from importlib import import_module
 
-    `fill_empty_with_target`: when no query returns anything, the results are the target itself (official code),
-    so the model always sees a useful reply in training. `shuffle_results`: exact matches have no order; shuffle
-    them (seeded) so the target's place carries no signal. Rows record the gold read point, queries and target.
-    """
-    n = counts if counts is not None else Counter()
-    view = DocView.of(doc)
-    rng = _doc_rng(seed, doc_idx, 2)
-    points = []
-    for p in _read_points(doc, view, rel_names, frozenset(ambiguous), first_mention_filter, n):
-        scored = []
-        for q, other in p["cands"]:
-            res = list(dict.fromkeys(lookup(q)))
-            if len(res) >= q_thr:
-                n["dropped_query_q_thr"] += 1
-                continue
-            scored.append((len(res) if res else 5, len(scored), q, other, res))
-        scored.sort(key=lambda x: x[:2])  # fewest results first, as the official priority
-        n["dropped_query_max_queries"] += max(0, len(scored) - max_queries)
-        scored = scored[:max_queries]
-        if not scored:
-            n["dropped_no_query_left"] += 1
-            continue
-        p["queries"] = [x[2] for x in scored]
-        p["n_results"] = [len(x[4]) for x in scored]
-        results = list(dict.fromkeys(r for x in scored for r in x[4]))
-        if not results and fill_empty_with_target:
-            results = [p["targets"][0]]
-            n["results_filled_with_target"] += 1
-        if shuffle_results and results_source == "gold":
-            results = [results[i] for i in rng.permutation(len(results))]
-        p["results"] = results
-        # the query entities must have appeared before the read point, whatever the shift
-        p["floor"] = max(view.first[o][1] for *_, o, _ in scored)
-        points.append(p)
-
-    rows, prev = [], 0
-    for i, p in enumerate(points):
-        a = p["target_word"][0]
-        k = int(rng.poisson(early_shift)) if early_shift > 0 else 0
-        read = min(a, max(a - k, p["floor"], prev + 1 if i else 0))  # a nested target may start inside a query entity
-        p["read_word"], p["shift"] = read, a - read
-        n["shifted_reads"] += read < a
-        prev = read
-    for i, p in enumerate(points):
-        read = p["read_word"]
-        nxt = points[i + 1]["read_word"] if i + 1 < len(points) else len(view.words)
-        eot = i + 1 == len(points)
-        pre, pre_start = view.pretext(read, max_pretext_chars)
-        call = format_memllm_read_query(p["queries"])
-        reply = format_memllm_read_reply(p["results"])
-        lead = " " if read > 0 else ""  # the space before the read word stays with it, after the call (module doc)
-        cont = lead + view.words_text(read, nxt) + ("" if eot else READ_CONTINUE)
-        text = pre + call + reply + cont
-        c0 = len(pre) + len(call) + len(reply)  # where the continuation starts in `text`
-        shift = c0 + len(lead) - view.char_start[read]  # doc char offset -> row char offset, in the continuation
-        ta, tb = p["target_word"]
-        rows.append({
-            "id": f"{split}-{doc_idx}-r{i}", "doc_idx": doc_idx, "title": doc.get("title", ""), "text": text,
-            "spans": [[len(pre), len(pre) + len(call)], [c0, len(text)]], "add_eos": False,
-            "queries": [list(q) for q in p["queries"]], "n_results": p["n_results"], "results": p["results"],
-            "results_source": results_source, "targets": p["targets"],
-            "target_span": [view.char_start[ta] + shift, view.char_start[tb] - 1 + shift],
-            "entity_spans": [[view.char_start[ma] + shift, view.char_start[mb] - 1 + shift, e]
-                             for ma, mb, e, _ in view.mentions if read <= ma and mb <= nxt],
-            "read_word": read, "target_word": [ta, tb], "shift": p["shift"],
-            "read_char": view.char_start[read], "pretext_start_word": pre_start, "eot": eot,
-        })
-        n["read_examples"] += 1
-        n[f"reads_with_{len(p['queries'])}_queries"] += 1
-        n["queries"] += len(p["queries"])
-    return rows
-
-
-def build_read_rows(docs: Sequence[Mapping[str, Any]], rel_names: Mapping[str, str], doc_ids: Iterable[int],
-                    lookup: Lookup, *, split: str, seed: int = 0, **kw: Any) -> tuple[list[dict], Counter]:
-    """Read rows of the chosen documents (keywords as `read_examples`), and the counts of every filter."""
-    rows, n = [], Counter()
-    for d in doc_ids:
-        n["documents"] += 1
-        rows += read_examples(docs[d], rel_names, lookup, doc_idx=d, split=split, seed=seed, counts=n, **kw)
-    return rows, n
-
-
-def eval_doc_row(doc: Mapping[str, Any], rel_names: Mapping[str, str], read_rows: Sequence[Mapping[str, Any]],
-                 doc_idx: int) -> dict:
-    """One document for perplexity evaluation: text, mentions, gold triples, gold read points, queries and targets.
-
-    Spans index the document's plain text (tokens joined by spaces); `read_chars` are where the gold reads go.
-    """
-    view = DocView.of(doc)
-    rr = [r for r in read_rows if r["doc_idx"] == doc_idx]
-    return {
-        "doc_idx": doc_idx, "title": doc.get("title", ""), "text": view.text,
-        "sent_chars": [view.char_start[s] for s in view.sent_start[:-1]],
-        "entity_names": view.names,
-        "mention_spans": [[*view.span(a, b), e] for a, b, e, _ in view.mentions],
-        "triples": [list(t) for _, t in gold_triples(doc, rel_names, view)],
-        "read_chars": [r["read_char"] for r in rr],
-        "read_target_spans": [list(view.span(*r["target_word"])) for r in rr],
-        "read_targets": [r["targets"] for r in rr],
-        "read_queries": [r["queries"] for r in rr],
-    }
-
-
-# ----------------------------------------------------------------------------------------------- datasets
-def render(tokenizer: Any, row: Mapping[str, Any]) -> tuple[str, list[tuple[int, int]]]:
-    """(text, spans) for `training.tokenize_with_spans`: a write row gets the end token inside its last span.
-
-    The end token is `prompts.end_token(tokenizer)` (what the controller stops on); a string may stand in for the
-    tokenizer in tests.
-    """
-    from ..prompts import end_token
-
-    text, spans = row["text"], [tuple(s) for s in row["spans"]]
-    if row["add_eos"]:
-        eos = tokenizer if isinstance(tokenizer, str) else end_token(tokenizer)
-        if spans[-1][1] != len(text):
-            raise ValueError(f"row {row.get('id')!r}: the end token must extend a span that ends the text")
-        text += eos
-        spans[-1] = (spans[-1][0], len(text))
-    return text, spans
-
-
-def features(kind: str):
-    """Column types per split kind ("write", "read", "docs"): explicit, so empty lists keep their types."""
-    from datasets import Features, List, Value
-
-    s, i = Value("string"), Value("int64")
-    base = {"id": s, "doc_idx": i, "title": s, "text": s, "spans": List(List(i)), "add_eos": Value("bool")}
-    if kind == "write":
-        return Features({**base, "sent_id": i, "triples": List(List(s)), "n_triples": i, "pretext_start_word": i})
-    if kind == "read":
-        return Features({**base, "queries": List(List(s)), "n_results": List(i), "results": List(s),
-                         "results_source": s, "targets": List(s), "target_span": List(i),
-                         "entity_spans": List(List(i)), "read_word": i, "target_word": List(i), "shift": i,
-                         "read_char": i, "pretext_start_word": i, "eot": Value("bool")})
-    if kind == "docs":
-        return Features({"doc_idx": i, "title": s, "text": s, "sent_chars": List(i), "entity_names": List(s),
-                         "mention_spans": List(List(i)), "triples": List(List(s)), "read_chars": List(i),
-                         "read_target_spans": List(List(i)), "read_targets": List(List(s)),
-                         "read_queries": List(List(List(s)))})
-    raise ValueError(f"unknown kind {kind!r}: write, read or docs")
-
-
-def _dataset(rows: Sequence[Mapping[str, Any]], kind: str):
-    """A Dataset with the kind's columns, in that order; an empty split keeps them too."""
-    from datasets import Dataset
-
-    feats = features(kind)
-    return Dataset.from_dict({k: [r[k] for r in rows] for k in feats}, features=feats)
-
-
-def make_dataset(train_docs: Sequence[Mapping[str, Any]], dev_docs: Sequence[Mapping[str, Any]],
-                 rel_names: Mapping[str, str], *, n_train: int | None, n_dev: int | None, seed: int = 0,
-                 drop_empty: float = 0.85, early_shift: float = 1.0, max_pretext_chars: int | None = None,
-                 empty_evidence: str = "co_sentence", max_triples: int | None = MAX_TRIPLES, q_thr: int = Q_THR,
-                 max_queries: int = MAX_QUERIES, first_mention_filter: bool = True,
-                 train_lookup: Lookup | None = None, results_source: str = "gold"):
-    """DatasetDict write_train, read_train, write_dev, read_dev, docs_dev from the first n documents of each file,
-    and the counts per split.
-
-    Training reads take results from `train_lookup` (say `results_source="memory"` for a `triple_memory_lookup`), by
-    default a `GoldMemory` over every document of the file (the whole corpus, not just the n chosen, so Q_thr sees
-    what a memory of the corpus would hold). Dev reads always use gold triples of the dev file and keep gold read
-    points (no early shift): they are the evaluation's reference.
-    """
-    from datasets import DatasetDict
-
-    train_ids = range(len(train_docs) if n_train is None else min(n_train, len(train_docs)))
-    dev_ids = range(len(dev_docs) if n_dev is None else min(n_dev, len(dev_docs)))
-    train_lookup = train_lookup or GoldMemory.from_docs(train_docs, rel_names)
-    dev_lookup = GoldMemory.from_docs(dev_docs, rel_names)
-    wkw = dict(seed=seed, drop_empty=drop_empty, max_pretext_chars=max_pretext_chars, empty_evidence=empty_evidence,
-               max_triples=max_triples)
-    rkw = dict(seed=seed, max_pretext_chars=max_pretext_chars, q_thr=q_thr, max_queries=max_queries,
-               first_mention_filter=first_mention_filter)
-    counts, splits = {}, {}
-    jobs = (("train", train_docs, train_ids, train_lookup, early_shift, results_source),
-            ("dev", dev_docs, dev_ids, dev_lookup, 0.0, "gold"))
-    for name, docs, ids, lookup, shift, source in jobs:
-        w, nw = build_write_rows(docs, rel_names, ids, split=name, **wkw)
-        r, nr = build_read_rows(docs, rel_names, ids, lookup, split=name, early_shift=shift,
-                                results_source=source, **rkw)
-        splits[f"write_{name}"] = _dataset(w, "write")
-        splits[f"read_{name}"] = _dataset(r, "read")
-        counts[f"write_{name}"], counts[f"read_{name}"] = dict(nw), dict(nr)
-        if name == "dev":
-            splits["docs_dev"] = _dataset([eval_doc_row(docs[d], rel_names, r, d) for d in ids], "docs")
-    return DatasetDict(splits), counts
-
-
-def dataset_dir(profile: str = "cpu") -> Path:
-    """Where a profile's data set lives: data/memllm_docred/ for cpu (committed), else under runs/."""
-    return DATA / "memllm_docred" if check_profile(profile) == "cpu" else run_dir("memllm_docred", profile)
-
-
-def _rel(path: Path) -> str:
-    from ..paths import ROOT
-    try:
-        return str(path.relative_to(ROOT))
-    except ValueError:
-        return str(path)
-
-
-def read_rows_current(ds: Any) -> bool:
-    """True if saved read rows keep the read word's space after the call (the format since the evaluators landed)."""
-    for row in ds:
-        if row["read_word"] > 0:
-            return row["text"][row["spans"][1][0]:row["spans"][1][0] + 1] == " "
-    return True
-
-
-def load_or_build(profile: str, seed: int = 0, **make_kw: Any) -> tuple[Any, str]:
-    """The profile's DatasetDict as notebook 04 saved it, or built here with 04's defaults if it is missing or stale.
-
-    Returns (DatasetDict, a line saying which), so notebooks 05 and 06 run even when 04 has not run on this profile.
-    """
-    from datasets import load_from_disk
-
-    d = dataset_dir(profile)
-    if (d / "dataset_dict.json").is_file():
-        dd = load_from_disk(str(d))
-        if read_rows_current(dd["read_train"]) and read_rows_current(dd["read_dev"]):
-            return dd, f"loaded {_rel(d)} (saved by notebook 04)"
-        why = f"{_rel(d)} predates the current read-row format"
-    else:
-        why = f"no saved data set at {_rel(d)}"
-    red = DATA / "redocred"
-    sizes = PROFILES[profile]
-    kw = {"n_train": sizes["n_train"], "n_dev": sizes["n_dev"], "max_pretext_chars": sizes["max_pretext_chars"],
-          "seed": seed, **make_kw}
-    dd, _ = make_dataset(load_docred(red / "test_revised.json"), load_docred(red / "dev_revised.json"),
-                         relation_names(red / "rel_info.json"), **kw)
-    return dd, f"built here with notebook 04's defaults ({why}; run notebook 04 to save it)"
+    return getattr(import_module(f".{_MOVED[name]}", __package__), name)
