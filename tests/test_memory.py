@@ -1,4 +1,6 @@
-"""The triple memory: exact and fuzzy reads (each index kind), MemLLM queries, changes, persistence, import/export."""
+"""The triple memory: exact and fuzzy reads (each index kind), MemLLM queries, changes, persistence, the phrase
+index (fingerprint, widening search), import/export."""
+import json
 import random
 import sqlite3
 
@@ -11,6 +13,7 @@ from hypothesis import strategies as st
 from retllm_utils.api import Triple
 from retllm_utils.memory import INDEX_KINDS, TripleMemory
 from retllm_utils.models import NgramEmbedder
+from retllm_utils.phrase_index import ENTITY, RELATION, PhraseIndex, get_meta, set_meta, sha1
 
 FACTS = [("Ann Lee", "employed by", "Pfizer"), ("Bo Wu", "employed by", "Pfizer"),
          ("Ann Lee", "founder of", "Moderna"), ("Cy Oda", "customer of", "Moderna")]
@@ -352,6 +355,85 @@ def test_other_embedder_is_refused_or_reembedded(tmp_path):
         assert m.read(("Anne Lee", "employed by", "")) == [Triple(*FACTS[0])]
     with TripleMemory(path, embedder=NgramEmbedder(128)) as m:  # now built with the new one
         assert m.index_status["entity"] == "loaded"
+
+
+# ---------------------------------------------------------------------------------------------- phrase index
+def _saved_memory(tmp_path, index="hnsw"):
+    """A closed file-backed memory (indexes saved) and a raw connection to its database."""
+    path = tmp_path / "mem.sqlite"
+    with TripleMemory(path, embedder=NgramEmbedder(), index=index) as m:
+        m.write_many(filler(40) + FACTS)
+    return path, sqlite3.connect(str(path), isolation_level=None)
+
+
+def _entity_index(conn, path, index="hnsw", hnsw_m=32):
+    return PhraseIndex(conn, ENTITY, 256, index, path.with_name(path.name + ".entity.faiss"), lsh_nbits=512,
+                       hnsw_m=hnsw_m)
+
+
+def test_phrase_index_loads_a_matching_file_and_says_why_it_rebuilds(tmp_path):
+    path, conn = _saved_memory(tmp_path)
+    n = conn.execute("SELECT COUNT(*) FROM phrases WHERE kind = ?", (ENTITY,)).fetchone()[0]
+    loaded = _entity_index(conn, path)
+    assert loaded.load_or_build() == "loaded" and loaded.ntotal == n and not loaded.dirty
+    assert _entity_index(conn, path, hnsw_m=16).load_or_build() == "rebuilt (other index kind)"
+    assert _entity_index(conn, path).load_or_build(force=True) == "rebuilt (reembedded)"
+    efile = loaded.file
+    good = efile.read_bytes()
+    efile.write_bytes(good + b"\0")  # a changed file, even one that faiss may still read, is not trusted
+    assert _entity_index(conn, path).load_or_build() == "rebuilt (file changed)"
+    efile.write_bytes(b"not a faiss index")  # its fingerprint made to match: faiss itself must refuse it
+    saved = json.loads(get_meta(conn, "index.entity"))
+    set_meta(conn, {"index.entity": json.dumps({**saved, "sha1": sha1(efile)})})
+    assert _entity_index(conn, path).load_or_build() == "rebuilt (unreadable)"
+    efile.write_bytes(good)
+    conn.execute("INSERT INTO phrases (kind, text, vec) VALUES (?, 'Dee Ito', zeroblob(1024))", (ENTITY,))
+    rebuilt = _entity_index(conn, path)
+    assert rebuilt.load_or_build() == "rebuilt (stale)" and rebuilt.ntotal == n + 1 and rebuilt.dirty
+    efile.unlink()
+    assert _entity_index(conn, path).load_or_build() == "rebuilt (missing)"
+    rebuilt.save()  # writes the file and its fingerprint: the next open loads it
+    assert efile.exists() and not rebuilt.dirty
+    assert _entity_index(conn, path).load_or_build() == "loaded"
+    mtime = efile.stat().st_mtime_ns
+    rebuilt.save()  # nothing changed since: the file is not rewritten
+    assert efile.stat().st_mtime_ns == mtime
+    conn.close()
+
+
+def test_phrase_index_in_memory_is_built_and_never_saved(tmp_path):
+    m = TripleMemory(embedder=NgramEmbedder(), index="lsh")
+    m.write_many(FACTS)
+    index = m._index[RELATION]
+    assert isinstance(index, PhraseIndex) and index.file is None and index.ntotal == 3
+    assert m.index_status == {"entity": "built", "relation": "built"}
+    index.save()
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("index", INDEX_KINDS)
+def test_phrase_index_search_widens_k_and_scores_exactly(index):
+    emb = NgramEmbedder()
+    m = TripleMemory(embedder=emb, index=index)
+    near = [f"Ann Lee {i}" for i in range(100)]
+    m.write_many([(e, "employed by", "Pfizer") for e in near] + [("Bo Wu", "founder of", "Moderna")])
+    ents = m._index[ENTITY]
+    vec = emb.encode(["Ann Lee"])[0]
+    # every phrase above the threshold, though more of them pass than the first 64 candidates
+    found = ents.search(vec, 0.3, nearest_only=False)
+    assert {t for _, t, _ in found} >= set(near) and len(found) > 64
+    exact = dict(zip(near, emb.encode(near) @ vec))
+    assert all(c == pytest.approx(exact[t], abs=1e-5) for _, t, c in found if t in exact)  # not the index's estimate
+    assert [c for _, _, c in found] == sorted((c for _, _, c in found), reverse=True)
+    # the nearest still used phrase, though the 16 (and 64) nearest candidates are all unused
+    for e in near:
+        m.delete(e, "employed by", "Pfizer")
+    (pid, text, cos), = ents.search(vec, -1.0, nearest_only=True)
+    used = ["Bo Wu", "Moderna"]  # "Pfizer" and every "Ann Lee i" are unused now
+    cosines = emb.encode(used) @ vec
+    assert text == used[int(np.argmax(cosines))] and cos == pytest.approx(cosines.max(), abs=1e-5)
+    assert ents.used(pid) and not ents.used(m._ids[ENTITY]["Ann Lee 0"])
+    assert ents.search(vec, 0.99, nearest_only=False) == []
 
 
 # ---------------------------------------------------------------------------------------------- import / export
