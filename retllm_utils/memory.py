@@ -2,9 +2,9 @@
 
 It is RET-LLM's memory (§3.1; the scene memory of notebook 03, Figures 3–5) and MemLLM's (§3.1 read; the read
 results of notebook 04's training data and the memory reads of notebook 06, Table 1); notebook 07 measures it at
-10k–1M triples. One SQLite database holds everything that must survive: the triples, every distinct entity and
-relation phrase, and each phrase's vector as a float32 BLOB. The faiss indexes over those vectors live in
-`phrase_index` (one `PhraseIndex` per kind); DataFrame / CSV / SQL import and export in `memory_io`.
+10k–1M triples. The store itself (SQLite rows, phrase vectors, transactions, writes) is `triple_store.TripleStore`;
+the faiss indexes over its vectors are `phrase_index` (one `PhraseIndex` per kind); DataFrame / CSV / SQL import and
+export are `memory_io`. This module holds what the papers define: the two reads and their thresholds.
 
 - RET-LLM read (`read`, `read_explained`): a given term matches exactly, or the nearest stored phrase of
   its kind with cosine >= `fuzzy` stands in for it; all matching triples come back.
@@ -22,51 +22,29 @@ at a time; readers and writers on other connections are picked up (`PRAGMA data_
 """
 from __future__ import annotations
 
-import contextlib
 import os
-import sqlite3
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, Iterable, Iterator, NamedTuple, Sequence, TypeVar
+from typing import Any, NamedTuple, Sequence
 
 import numpy as np
 
 from . import memory_io
 from .api import Triple, is_memllm_query
 from .memory_io import COLUMNS
-from .models import PAPER_THRESHOLDS, unit
+from .models import PAPER_THRESHOLDS
 from .phrase_index import (
     ENTITY,
     INDEX_KINDS,
-    KINDS,
     RELATION,
     SQL_CHUNK,
-    PhraseIndex,
     chunks,
-    get_meta,
     marks,
-    set_meta,
-    vectors,
 )
+from .triple_store import ROLES, SELECT_TEXT, TripleStore, clean_triple
 
 __all__ = ["TripleMemory", "TripleStore", "ReadResult", "Substitution", "INDEX_KINDS", "COLUMNS", "Q_THR"]
 
 Q_THR = 30  # MemLLM §3.1: a query with this many results or more is too broad to help (official code: >= 30)
-_ROLES = (("subject", ENTITY), ("relation", RELATION), ("object", ENTITY))
-_EMBED_CHUNK = 8192  # phrases encoded (and held in RAM) at a time
-_Store = TypeVar("_Store", bound="TripleStore")  # `with TripleMemory(...) as m` keeps m a TripleMemory
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS phrases (id INTEGER PRIMARY KEY, kind INTEGER NOT NULL, text TEXT NOT NULL,
-                                    vec BLOB NOT NULL, UNIQUE (kind, text));
-CREATE TABLE IF NOT EXISTS triples (id INTEGER PRIMARY KEY, s INTEGER NOT NULL, r INTEGER NOT NULL,
-                                    o INTEGER NOT NULL, UNIQUE (s, r, o));
-CREATE INDEX IF NOT EXISTS triples_ro ON triples (r, o);
-CREATE INDEX IF NOT EXISTS triples_os ON triples (o, s);
-"""
-_SELECT_TEXT = ("SELECT ps.text, pr.text, po.text FROM triples t JOIN phrases ps ON ps.id = t.s "
-                "JOIN phrases pr ON pr.id = t.r JOIN phrases po ON po.id = t.o")
 
 
 class Substitution(NamedTuple):
@@ -85,301 +63,6 @@ class ReadResult:
 
     matches: list[Triple]
     substitutions: list[Substitution] = field(default_factory=list)
-
-
-def _clean_term(value: Any, role: str, where: str, allow_empty: bool = False) -> str:
-    """A stripped term, or a ValueError that names the bad term and where it came from."""
-    if value is None and allow_empty:
-        return ""
-    if not isinstance(value, str):
-        raise ValueError(f"{role} {value!r} {where} is not a string ({type(value).__name__})")
-    value = value.strip()
-    if not value and not allow_empty:
-        raise ValueError(f"{role} {value!r} {where} is empty or whitespace")
-    return value
-
-
-def _clean_triple(t: Any, where: str = "", allow_empty: bool = False) -> Triple:
-    """(s, r, o) as a stripped Triple; anything else raises ValueError naming the triple."""
-    if isinstance(t, (str, bytes)) or not isinstance(t, Sequence) or len(t) != 3:
-        raise ValueError(f"triple {where}{t!r} is not a (subject, relation, object) sequence")
-    at = f"in triple {where}{tuple(t)!r}"
-    return Triple(*(_clean_term(v, role, at, allow_empty) for v, (role, _) in zip(t, _ROLES)))
-
-
-class TripleStore:
-    """The store under `TripleMemory`: triples and phrases in SQLite, phrase vectors in two `PhraseIndex`es.
-
-    Opening, the embedder check, transactions, picking up other connections' writes, writes and inspection;
-    the papers' reads are `TripleMemory`'s.
-    """
-
-    def __init__(self, path: str | os.PathLike | None = None, embedder: Any = None, index: str = "flat", *,
-                 reembed: bool = False, lsh_nbits: int | None = None, hnsw_m: int = 32):
-        if index not in INDEX_KINDS:
-            raise ValueError(f"index must be one of {INDEX_KINDS}, got {index!r}")
-        if embedder is None:
-            from .models import load_embedder
-            embedder = load_embedder()
-        self.embedder, self.index_kind = embedder, index
-        self.dim = int(embedder.dim)
-        self.lsh_nbits = lsh_nbits or 2 * self.dim  # more bits: better candidates, bigger index
-        self.hnsw_m = hnsw_m
-        self.path = None if path is None else Path(path)
-        self.index_status: dict[str, str] = {}  # per kind: "loaded" or "rebuilt (why)", for notebooks and tests
-        # isolation_level=None: transactions are explicit (BEGIN IMMEDIATE ... COMMIT) so a batch is all or nothing
-        self._conn: sqlite3.Connection | None = sqlite3.connect(":memory:" if path is None else str(path),
-                                                                isolation_level=None)
-        try:
-            self._open(reembed)
-        except BaseException:
-            self._conn.close()
-            self._conn = None
-            raise
-
-    # ------------------------------------------------------------------------------------------ opening, saving
-    def _open(self, reembed: bool) -> None:
-        c = self._conn
-        if self.path is not None:
-            c.execute("PRAGMA journal_mode = WAL")  # fast small commits; readers never block the writer
-            c.execute("PRAGMA synchronous = NORMAL")  # durable across app crashes (WAL), not power loss
-        c.execute("PRAGMA cache_size = -262144")  # 256 MiB: index B-trees of ~1M triples stay in RAM
-        c.executescript(_SCHEMA)
-        reembedded = self._check_embedder(reembed)
-        self._data_version = c.execute("PRAGMA data_version").fetchone()[0]
-        self._ids: list[dict[str, int]] = [{}, {}]  # text -> phrase id, per kind (used or not)
-        for pid, kind, text in c.execute("SELECT id, kind, text FROM phrases"):
-            self._ids[kind][text] = pid
-        self._max_id = c.execute("SELECT COALESCE(MAX(id), 0) FROM phrases").fetchone()[0]
-        self._added: list | None = None  # inside a transaction: phrases inserted, for faiss after COMMIT
-        self._index = [PhraseIndex(c, kind, self.dim, self.index_kind, self.index_path(KINDS[kind]),
-                                   lsh_nbits=self.lsh_nbits, hnsw_m=self.hnsw_m) for kind in (ENTITY, RELATION)]
-        for index in self._index:
-            self.index_status[index.name] = index.load_or_build(force=reembedded)
-
-    def _check_embedder(self, reembed: bool) -> bool:
-        """A DB built with another encoder has vectors of another space: refuse, or re-embed when asked."""
-        name, dim = str(self.embedder.name), str(self.dim)
-        old_name, old_dim = get_meta(self._conn, "embedder_name"), get_meta(self._conn, "embedder_dim")
-        n = self._conn.execute("SELECT COUNT(*) FROM phrases").fetchone()[0]
-        if n and (old_name, old_dim) != (name, dim):
-            if not reembed:
-                raise ValueError(f"{self.path} was built with embedder {old_name!r} (dim {old_dim}), not {name!r} "
-                                 f"(dim {dim}); open it with that embedder, or pass reembed=True to re-encode "
-                                 f"its {n} phrases with this one")
-            self._reembed()
-            return True
-        if (old_name, old_dim) != (name, dim):  # a new, empty memory
-            set_meta(self._conn, {"embedder_name": name, "embedder_dim": dim})
-        return False
-
-    def _reembed(self) -> None:
-        c = self._conn
-        rows = c.execute("SELECT id, text FROM phrases ORDER BY id").fetchall()
-        c.execute("BEGIN IMMEDIATE")
-        try:
-            for chunk in chunks(rows, _EMBED_CHUNK):
-                vecs = self._encode([t for _, t in chunk])
-                c.executemany("UPDATE phrases SET vec = ? WHERE id = ?",
-                              [(v.tobytes(), pid) for (pid, _), v in zip(chunk, vecs)])
-            set_meta(c, {"embedder_name": str(self.embedder.name), "embedder_dim": str(self.dim)})
-            c.execute("COMMIT")
-        except BaseException:
-            c.execute("ROLLBACK")
-            raise
-
-    def index_path(self, kind: str) -> Path | None:
-        """Where the faiss index of "entity" or "relation" phrases is saved (None for an in-memory memory)."""
-        return None if self.path is None else Path(f"{self.path}.{kind}.faiss")
-
-    def save(self) -> None:
-        """Write the changed faiss indexes beside the DB (`PhraseIndex.save`: via a temporary file, then the
-        fingerprint into the meta table), so the next open loads them instead of rebuilding."""
-        if self.path is None:
-            return
-        self._sync()
-        for index in self._index:
-            index.save()
-
-    def close(self) -> None:
-        """Save the indexes (file-backed memory) and close the database; closing twice is harmless."""
-        if self._conn is None:
-            return
-        try:
-            self.save()
-        finally:
-            self._conn.close()
-            self._conn = None
-
-    def __enter__(self: _Store) -> _Store:
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
-
-    # ------------------------------------------------------------------------------------------ plumbing
-    def _live(self) -> sqlite3.Connection:
-        if self._conn is None:
-            raise ValueError(f"this {type(self).__name__} is closed")
-        return self._conn
-
-    def _sync(self) -> None:
-        """Pick up phrases another connection committed (phrases are append-only: load ids above ours)."""
-        c = self._live()
-        version = c.execute("PRAGMA data_version").fetchone()[0]
-        if version == self._data_version:
-            return
-        self._data_version = version
-        rows = c.execute("SELECT id, kind, text, vec FROM phrases WHERE id > ? ORDER BY id", (self._max_id,)).fetchall()
-        for kind in (ENTITY, RELATION):
-            mine = [r for r in rows if r[1] == kind]
-            for pid, _, text, _ in mine:
-                self._ids[kind][text] = pid
-            self._index[kind].add(np.array([r[0] for r in mine], np.int64), vectors([r[3] for r in mine], self.dim))
-        if rows:
-            self._max_id = rows[-1][0]
-
-    @contextlib.contextmanager
-    def _transaction(self) -> Iterator[list]:
-        """All or nothing: SQL rolls back on any error, and new phrases reach faiss only after COMMIT."""
-        c = self._live()
-        c.execute("BEGIN IMMEDIATE")
-        added: list[tuple[int, list[str], np.ndarray, np.ndarray]] = []  # (kind, texts, ids, vecs)
-        max_id = self._max_id
-        try:
-            self._sync()
-            max_id = self._max_id
-            self._added = added
-            yield added
-            c.execute("COMMIT")
-        except BaseException:
-            if c.in_transaction:
-                c.execute("ROLLBACK")
-            for kind, texts, _, _ in added:
-                for t in texts:
-                    self._ids[kind].pop(t, None)
-            self._max_id = max_id
-            raise
-        finally:
-            self._added = None
-        for kind, _, ids, vecs in added:
-            self._index[kind].add(ids, vecs)
-
-    def _encode(self, texts: list[str]) -> np.ndarray:
-        vecs = np.asarray(self.embedder.encode(texts), dtype=np.float32)
-        if vecs.shape != (len(texts), self.dim):
-            raise ValueError(f"embedder {self.embedder.name!r} returned shape {vecs.shape} for {len(texts)} "
-                             f"texts; expected ({len(texts)}, {self.dim})")
-        return unit(vecs)  # cosine = inner product
-
-    def _phrase_ids(self, kind: int, texts: Iterable[str]) -> dict[str, int]:
-        """Inside a transaction: ids for `texts`, embedding and inserting (in batches) only the new ones."""
-        known = self._ids[kind]
-        new = [t for t in dict.fromkeys(texts) if t not in known]
-        for chunk in chunks(new, _EMBED_CHUNK):
-            vecs = self._encode(list(chunk))
-            ids = np.arange(self._max_id + 1, self._max_id + 1 + len(chunk), dtype=np.int64)
-            self._conn.executemany("INSERT INTO phrases (id, kind, text, vec) VALUES (?, ?, ?, ?)",
-                                   zip(ids.tolist(), [kind] * len(chunk), chunk, (v.tobytes() for v in vecs)))
-            known.update(zip(chunk, ids.tolist()))
-            self._max_id += len(chunk)
-            self._added.append((kind, list(chunk), ids, vecs))
-        return known
-
-    def _insert(self, triples: list[Triple]) -> int:
-        """Inside a transaction: store the (clean) triples; returns how many were new."""
-        ent = self._phrase_ids(ENTITY, [x for t in triples for x in (t[0], t[2])])
-        rel = self._phrase_ids(RELATION, [t[1] for t in triples])
-        before = self._conn.total_changes
-        self._conn.executemany("INSERT OR IGNORE INTO triples (s, r, o) VALUES (?, ?, ?)",
-                               [(ent[s], rel[r], ent[o]) for s, r, o in triples])
-        return self._conn.total_changes - before
-
-    def _triple_ids(self, t: Triple) -> tuple[int, int, int] | None:
-        ids = (self._ids[ENTITY].get(t[0]), self._ids[RELATION].get(t[1]), self._ids[ENTITY].get(t[2]))
-        return None if None in ids else ids
-
-    # ------------------------------------------------------------------------------------------ writes
-    def write(self, subject: str, relation: str, object: str) -> bool:
-        """Store one fact; True if it was new (writing a stored fact again changes nothing)."""
-        return self.write_many([(subject, relation, object)]) == 1
-
-    def write_many(self, triples: Iterable[Sequence[str]]) -> int:
-        """Store many facts in one transaction, embedding only phrases not stored yet; returns how many were new.
-
-        Any bad triple (not three strings, an empty term) raises ValueError naming it, and nothing is written.
-        """
-        clean = [_clean_triple(t, f"{i} ") for i, t in enumerate(triples)]
-        if not clean:
-            return 0
-        with self._transaction():
-            return self._insert(clean)
-
-    def delete(self, subject: str, relation: str, object: str) -> bool:
-        """Forget one fact; True if it was stored."""
-        t = _clean_triple((subject, relation, object))
-        with self._transaction():
-            ids = self._triple_ids(t)
-            return ids is not None and self._conn.execute(
-                "DELETE FROM triples WHERE s = ? AND r = ? AND o = ?", ids).rowcount > 0
-
-    def update(self, old: Sequence[str], new: Sequence[str]) -> bool:
-        """Replace fact `old` by `new` atomically; KeyError (nothing changed) if `old` is not stored.
-
-        Returns True if `new` was not stored before.
-        """
-        old_t, new_t = _clean_triple(old, "old "), _clean_triple(new, "new ")
-        with self._transaction():
-            ids = self._triple_ids(old_t)
-            if ids is None or not self._conn.execute(
-                    "DELETE FROM triples WHERE s = ? AND r = ? AND o = ?", ids).rowcount:
-                raise KeyError(f"update: {tuple(old_t)!r} is not stored")
-            return self._insert([new_t]) == 1 and new_t != old_t
-
-    def replace_object(self, subject: str, relation: str, new_object: str) -> list[Triple]:
-        """Make (subject, relation, new_object) the only fact for (subject, relation), as when a president
-        changes; returns the facts it removed. One transaction."""
-        t = _clean_triple((subject, relation, new_object))
-        with self._transaction():
-            s, r = self._ids[ENTITY].get(t[0]), self._ids[RELATION].get(t[1])
-            removed: list[Triple] = []
-            if s is not None and r is not None:
-                o = self._ids[ENTITY].get(t[2], -1)
-                removed = [Triple(*row) for row in self._conn.execute(
-                    f"{_SELECT_TEXT} WHERE t.s = ? AND t.r = ? AND t.o != ? ORDER BY t.id", (s, r, o))]
-                self._conn.execute("DELETE FROM triples WHERE s = ? AND r = ? AND o != ?", (s, r, o))
-            self._insert([t])
-            return removed
-
-    # ------------------------------------------------------------------------------------------ inspection
-    def __len__(self) -> int:
-        """How many triples are stored."""
-        return self._live().execute("SELECT COUNT(*) FROM triples").fetchone()[0]
-
-    def __iter__(self) -> Iterator[Triple]:
-        """The triples in write order, streamed from SQLite (take `list(mem)` first if you write meanwhile)."""
-        cur = self._live().execute(f"{_SELECT_TEXT} ORDER BY t.id")
-        while rows := cur.fetchmany(10_000):
-            yield from (Triple(*r) for r in rows)
-
-    def __contains__(self, item: Any) -> bool:
-        """Exact membership of a (subject, relation, object) triple; anything else is simply not in."""
-        try:
-            t = _clean_triple(item)
-        except ValueError:
-            return False
-        self._sync()
-        ids = self._triple_ids(t)
-        return ids is not None and self._conn.execute(
-            "SELECT 1 FROM triples WHERE s = ? AND r = ? AND o = ?", ids).fetchone() is not None
-
-    def __repr__(self) -> str:
-        where = ":memory:" if self.path is None else str(self.path)
-        if self._conn is None:
-            return f"{type(self).__name__}({where!r}, closed)"
-        return (f"{type(self).__name__}({len(self)} triples, {len(self._ids[ENTITY])} entities, "
-                f"{len(self._ids[RELATION])} relations, index={self.index_kind!r}, "
-                f"embedder={self.embedder.name!r}, path={where!r})")
 
 
 class TripleMemory(TripleStore):
@@ -418,13 +101,13 @@ class TripleMemory(TripleStore):
 
     def read_explained(self, query: Sequence[str]) -> ReadResult:
         """`read` plus, for each term not stored verbatim, the nearest stored phrase and whether it stood in."""
-        q = _clean_triple(query, "query ", allow_empty=True)
+        q = clean_triple(query, "query ", allow_empty=True)
         if not any(q):
             raise ValueError(f"read query {tuple(query)!r} has no known term; give at least one")
         self._sync()
         ids: list[int | None] = [None, None, None]
         fuzzy: list[int] = []
-        for pos, (term, (_, kind)) in enumerate(zip(q, _ROLES)):
+        for pos, (term, (_, kind)) in enumerate(zip(q, ROLES)):
             pid = self._ids[kind].get(term) if term else None
             if pid is not None and self._index[kind].used(pid):
                 ids[pos] = pid  # stored verbatim and still used: exact match
@@ -434,7 +117,7 @@ class TripleMemory(TripleStore):
         if fuzzy:
             vecs = self._encode([q[p] for p in fuzzy])
             for pos, vec in zip(fuzzy, vecs):
-                role, kind = _ROLES[pos]
+                role, kind = ROLES[pos]
                 best = self._search(kind, vec, -1.0, nearest_only=True)
                 if not best:
                     subs.append(Substitution(role, q[pos], None, float("nan"), False))
@@ -445,7 +128,7 @@ class TripleMemory(TripleStore):
         if any(not s.accepted for s in subs):
             return ReadResult([], subs)
         where = " AND ".join(f"t.{col} = ?" for col, pid in zip("sro", ids) if pid is not None)
-        rows = self._conn.execute(f"{_SELECT_TEXT} WHERE {where} ORDER BY t.id", [i for i in ids if i is not None])
+        rows = self._conn.execute(f"{SELECT_TEXT} WHERE {where} ORDER BY t.id", [i for i in ids if i is not None])
         return ReadResult([Triple(*r) for r in rows], subs)
 
     # ------------------------------------------------------------------------------------------ MemLLM read
@@ -456,7 +139,7 @@ class TripleMemory(TripleStore):
         entities (cos >= tau_entity), relations (cos >= tau_relation) and triples (score >= tau_triple) are
         kept. Each other entity appears once, with its best triple; ties go to the earlier write.
         """
-        q = _clean_triple(query, "query ", allow_empty=True)
+        q = clean_triple(query, "query ", allow_empty=True)
         if not is_memllm_query(q):
             raise ValueError(f"MemLLM query {tuple(query)!r} must give the relation and exactly one of "
                              "subject/object")
