@@ -1,8 +1,34 @@
 """retllm_utils: the thin helper package behind the RET-LLM / MemLLM notebooks.
 
-Modules, one concern each: `api` (both memory-API text dialects), `memory` (SQLite triple table + faiss
-vectors), `controller` (user ↔ model ↔ memory), `models` (offline LLM and phrase encoders), `prompts`
-(one prompt format for training and inference), `training` (span-masked LoRA SFT on TRL), `paths`.
-Import what you need from the module itself; nothing heavy is imported here.
+A flat core both papers share, and one subpackage per paper. Import from the module itself; nothing heavy is
+imported here.
+
+Core:
+- `api`: the two memory-API text dialects, formatted and parsed (RET-LLM §3.2, MemLLM §3.2; every notebook).
+- `memory`: `TripleMemory`, the papers' reads — RET-LLM exact-then-fuzzy, MemLLM τ / Q_thr (notebooks 03, 06, 07).
+- `triple_store`: the SQLite triple table and phrase vectors under it: writes, transactions, updates.
+- `phrase_index`: one faiss index per phrase kind (flat, LSH as RET-LLM, HNSW as MemLLM; notebook 07).
+- `memory_io`: DataFrame / CSV / SQL import and export of a memory.
+- `controller`: user ↔ model ↔ memory, hiding the API (RET-LLM Figures 3–5, notebook 03; MemLLM, notebook 06).
+- `models`: the offline LLM (SmolLM2 for Alpaca-7B / Mistral-7B) and phrase encoders (MiniLM for Contriever).
+- `prompts`: one prompt format for RET-LLM training and inference (notebooks 02–03).
+- `training`: span-masked LoRA SFT on TRL's SFTTrainer (notebooks 02, 05).
+- `metrics`: precision/recall with one rule for empty sides, whole-word mentions (notebooks 02, 03, 06).
+- `paths`: where data, figures and runs live; the profile names.
+
+`retllm/` — RET-LLM (Modarressi et al., 2023):
+- `synthetic`: the people–company data set (§3.3, Tables 1–2; notebook 01).
+- `evaluation`: held-out API exact match, answer accuracy, zero-shot baseline (§4, Figures 3–5; notebooks 02–03).
+- `profiles`: smoke / cpu / gpu sizes for notebooks 01–03.
+
+`memllm/` — MemLLM (Modarressi et al., 2024):
+- `docred`: Re-DocRED documents, gold triples, gold-memory lookups (§4; notebook 04).
+- `examples`: write and read training rows and the dev documents scored (§3.2–3.3, App. B–D; notebook 04).
+- `saved_dataset`: where notebook 04 saves the data set and how notebooks 05–06 load it.
+- `generation`: the one MemLLM decoding path — write calls (App. A late stopping) and read queries (notebooks 05–06).
+- `perplexity`: Table 1 — OVERALL / TARGET / ENTITY NLL with memory reads, reference and fast evaluators (notebook 06).
+- `write_quality`: Table 4 — memory-write precision / recall, exact and embedding-matched (App. F; notebook 06).
+- `profiles`: smoke / cpu / gpu sizes for notebooks 04–06.
 """
+
 __version__ = "0.1.0"
