@@ -91,8 +91,10 @@ def sft_config(output_dir: str, *, lr: float = 2e-4, epochs: float = 1.0, batch_
         bf16=cuda and torch.cuda.is_bf16_supported(), use_cpu=not cuda and not torch.backends.mps.is_available(),
         lr_scheduler_type=kw.pop("lr_scheduler_type", "cosine"), warmup_steps=kw.pop("warmup_steps", 0.05),
         disable_tqdm=kw.pop("disable_tqdm", True),
-        # TRL checkpoints activations by default: memory a 135M model does not need, paid for in recompute time
-        gradient_checkpointing=kw.pop("gradient_checkpointing", False),
+        # TRL checkpoints activations by default: memory a 135M model does not need, paid for in recompute time.
+        # Set under transformers 5's name: TRL's default for the deprecated alias `gradient_checkpointing` is then
+        # ignored instead of raising its FutureWarning; a caller's gradient_checkpointing= is taken as the new name.
+        activation_checkpointing=kw.pop("activation_checkpointing", kw.pop("gradient_checkpointing", False)),
         # batches of similar lengths: examples run 60-240 tokens, so random batches are ~1/3 padding
         train_sampling_strategy=kw.pop("train_sampling_strategy", "group_by_length"), **kw,
     )

@@ -1,11 +1,16 @@
 """Execute the numbered notebooks with papermill on one profile (used by `make test` and `make reproduce`).
 
 `--out DIR` writes executed copies there (for nbval to re-run and compare); without it the notebooks are
-executed in place, which is how their committed outputs are produced.
+executed in place, which is how their committed outputs are produced. An in-place run then tidies the notebook
+(see `tidy_in_place`): it opens as users expect, with the profile in its parameters cell's default and in the
+validation cell's output, and papermill's parameters kept in the notebook metadata.
 """
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import re
 import sys
 import time
 from pathlib import Path
@@ -13,6 +18,45 @@ from pathlib import Path
 import papermill as pm
 
 ROOT = Path(__file__).resolve().parents[1]
+INJECTED = "injected-parameters"  # the tag of the cell papermill adds after the `parameters` cell
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+# tqdm's text fallback of a notebook bar, e.g. "masked:   0%|          | 0/60 [00:00<?, ?it/s]"
+PROGRESS_BAR = re.compile(r"\d+%\|.*\|\s*\S+/\S+\s*\[")
+
+
+def is_progress_bar(output: dict) -> bool:
+    """A tqdm widget bar: papermill saves only its first frame (0%), since the widget's updates are not outputs."""
+    data = output.get("data", {})
+    text = data.get("text/plain", "")
+    text = "".join(text) if isinstance(text, list) else text
+    return output.get("output_type") == "display_data" and WIDGET_VIEW in data and bool(PROGRESS_BAR.search(text))
+
+
+def tidy_in_place(path: Path) -> dict[str, int]:
+    """Remove what papermill leaves in a notebook executed in place, so the committed copy opens as users expect.
+
+    - the injected-parameters cell: its `profile = ...` would shadow the parameters cell for anyone who edits
+      that cell and re-runs (the run's parameters stay in `metadata.papermill.parameters`);
+    - progress-bar widgets frozen at 0% (and the widget state, once no widget view is left);
+    - absolute paths of the machine in `metadata.papermill` (input_path, output_path), made relative to the repo.
+    """
+    nb = json.loads(path.read_text(encoding="utf-8"))
+    n_cells = len(nb["cells"])
+    nb["cells"] = [c for c in nb["cells"] if INJECTED not in c.get("metadata", {}).get("tags", [])]
+    bars = 0
+    for cell in nb["cells"]:
+        if "outputs" in cell:
+            kept = [o for o in cell["outputs"] if not is_progress_bar(o)]
+            bars += len(cell["outputs"]) - len(kept)
+            cell["outputs"] = kept
+    if not any(WIDGET_VIEW in o.get("data", {}) for c in nb["cells"] for o in c.get("outputs", [])):
+        nb["metadata"].pop("widgets", None)
+    meta = nb["metadata"].get("papermill", {})
+    for key in ("input_path", "output_path"):
+        if meta.get(key) and Path(meta[key]).is_absolute():
+            meta[key] = os.path.relpath(meta[key], ROOT)
+    path.write_text(json.dumps(nb, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    return {"injected cells": n_cells - len(nb["cells"]), "progress bars": bars}
 
 
 def main() -> int:
@@ -29,8 +73,15 @@ def main() -> int:
         out = (args.out.resolve() / nb.name) if args.out else nb
         t0 = time.time()
         print(f"== {nb.name} (profile={args.profile})", flush=True)
-        pm.execute_notebook(str(nb), str(out), parameters={"profile": args.profile}, kernel_name="python3",
-                            cwd=str(nb.parent), progress_bar=False)
+        try:
+            pm.execute_notebook(str(nb), str(out), parameters={"profile": args.profile}, kernel_name="python3",
+                                cwd=str(nb.parent), progress_bar=False)
+        finally:
+            # Executed copies (--out, as `make test` makes them) are left exactly as papermill wrote them: nbval
+            # re-runs the copy, and without its injected cell it would run the parameters cell's default profile
+            # (cpu, an hour per notebook) instead of the profile papermill ran.
+            if not args.out and out.is_file():
+                print(f"   tidied: {tidy_in_place(out)}", flush=True)
         print(f"   done in {time.time() - t0:.0f} s", flush=True)
     return 0
 

@@ -1,0 +1,84 @@
+"""The committed notebooks open as users expect: checked on the JSON, nothing is executed (fast).
+
+One `parameters` cell, no papermill `injected-parameters` cell left behind (an in-place run of
+tools/run_notebooks.py removes it), the parameters validated first thing, one H2 heading per step, and
+outputs free of the machine that ran them (paths, frozen progress bars).
+"""
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+MACHINE_PATHS = ("/work/", "/root/", "/tmp/", "/home/", "site-packages")
+FROZEN_BAR = "  0%|"
+
+
+def _src(cell: dict) -> str:
+    s = cell.get("source", "")
+    return "".join(s) if isinstance(s, list) else s
+
+
+def _tags(cell: dict) -> list[str]:
+    return cell.get("metadata", {}).get("tags", [])
+
+
+def _output_text(output: dict) -> str:
+    """Everything an output shows as text: stream text, the text mime types of display data, a traceback.
+
+    Base64 images are left out: their alphabet holds '/' and letters, so '/tmp/' can occur in one by chance.
+    """
+    data = [v for k, v in output.get("data", {}).items() if not k.startswith("image/") or k == "image/svg+xml"]
+    parts = [output.get("text", ""), *data, output.get("traceback", [])]
+    return "\n".join("".join(p) if isinstance(p, list) else p if isinstance(p, str) else json.dumps(p) for p in parts)
+
+
+def _load(path: Path) -> dict:
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def test_notebooks_found():
+    assert len(NOTEBOOKS) >= 7, [p.name for p in NOTEBOOKS]
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_parameters_cell_then_validation(path):
+    cells = _load(path)["cells"]
+    params = [i for i, c in enumerate(cells) if "parameters" in _tags(c)]
+    assert len(params) == 1, f"{path.name}: {len(params)} cells tagged 'parameters'"
+    injected = [c.get("id") for c in cells if "injected-parameters" in _tags(c)]
+    assert not injected, f"{path.name}: papermill's injected-parameters cell left in: {injected}"
+    after = next((c for c in cells[params[0] + 1:] if c["cell_type"] == "code"), None)
+    assert after is not None and "check_profile(profile)" in _src(after), \
+        f"{path.name}: the first code cell after the parameters cell must call check_profile(profile)"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_parameters_cell_parses(path):
+    """Papermill reads `name: type = value  # comment` lines; a second '=' on a line makes it skip the line."""
+    (cell,) = [c for c in _load(path)["cells"] if "parameters" in _tags(c)]
+    for line in _src(cell).splitlines():
+        if line.strip() and not line.lstrip().startswith("#"):
+            assert re.match(r"^\w+: [^=]+ = [^=]+?  # [^=]+$", line), f"{path.name}: parameters line {line!r}"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_h2_headings(path):
+    headings = [line for c in _load(path)["cells"] if c["cell_type"] == "markdown"
+                for line in _src(c).splitlines() if line.startswith("## ")]
+    assert len(headings) >= 2, f"{path.name}: one '## ' heading per step expected, found {headings}"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_outputs_clean(path):
+    for cell in _load(path)["cells"]:
+        for output in cell.get("outputs", []):
+            text = _output_text(output)
+            where = f"{path.name}, cell {cell.get('id')}"
+            for p in MACHINE_PATHS:
+                assert p not in text, f"{where}: output shows a path of the machine ({p!r}): {text[:200]!r}"
+            assert FROZEN_BAR not in text, f"{where}: progress bar frozen at 0%: {text[:200]!r}"
