@@ -1,30 +1,35 @@
-"""The controller between user, LLM and memory: it runs the memory API so the user never sees it.
+"""The controller between user, LLM and memory (RET-LLM §3, Figure 1; MemLLM §3.2): it runs the memory API so the
+user never sees it. RET-LLM: notebooks 03 and 07 and `retllm.evaluation`; MemLLM: a model with notebook 05's adapters.
 
-RET-LLM turn: the model generates; each `[MEM_WRITE{..}]` is stored; on `[MEM_READ{..}:` generation
-*pauses* (a stopping criterion inside `generate`), the controller queries the memory, appends the reply and
-the closing `]`, and generation resumes to produce the answer. MemLLM mode: a write model is run per focus
-sentence; a read model continues a text and may issue `({MEM_READ(..)-->` mid-text, answered the same way;
-answered calls are removed from the context when the next one is made, as in the paper.
+RET-LLM turn: the model generates; each `[MEM_WRITE{..}]` is stored; on `[MEM_READ{..}:` generation *pauses*
+(a stopping criterion inside `generate`), the controller queries the memory, appends the reply and the closing
+`]`, and generation resumes to produce the answer. MemLLM: the write model runs per focus sentence and the read
+model continues a text, issuing `({MEM_READ(..)-->` mid-text; answered calls are removed from the context when the
+next one is made, as in the paper. MemLLM decoding (late stopping, the read query, when a read starts) is
+`memllm.generation`'s, the same functions Tables 1 and 4 are computed with.
 
 Only model-generated text is ever parsed for calls. User text is neutralised first (`[MEM_` → `[MEM `), so
 markup a user types is never executed, even if the model copies it.
 """
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, Callable, Protocol
+from typing import Any, Callable, Protocol, Sequence
 
 import torch
 from transformers import LogitsProcessor, StoppingCriteria, StoppingCriteriaList
 
 from . import api
 from .api import ApiError, MemRead, MemWrite, Triple
+from .memllm import generation
 from .prompts import chat_prompt, end_token
 
-__all__ = ["Generator", "HFGenerator", "ForceThenFree", "ScriptedGenerator", "RetLLMController", "MemLLMController", "Turn",
-           "neutralize", "retllm_pending_read", "memllm_pending_read"]
+__all__ = ["Generator", "HFGenerator", "ForceThenFree", "ScriptedGenerator", "RetLLMController", "MemLLMController",
+           "Turn", "neutralize", "retllm_pending_read"]
 
 Pause = Callable[[str], bool]
+StepFactory = Callable[[], generation.Step]  # a fresh step (empty KV cache) of one MemLLM model
 
 
 class Generator(Protocol):
@@ -43,14 +48,6 @@ def retllm_pending_read(generated: str) -> bool:
     if not generated.endswith(":"):
         return False
     calls = api.parse_retllm(generated)
-    return bool(calls) and isinstance(calls[-1], MemRead) and calls[-1].results is None
-
-
-def memllm_pending_read(generated: str) -> bool:
-    """True once the generated text ends a MemLLM read query (`({MEM_READ(..)-->`)."""
-    if not generated.endswith(api.MEMLLM_READ_SEP):
-        return False
-    calls = api.parse_memllm(generated)
     return bool(calls) and isinstance(calls[-1], MemRead) and calls[-1].results is None
 
 
@@ -146,7 +143,7 @@ class Turn:
 
     answer: str
     model_text: str  # the assistant turn as the model saw it, calls and memory replies included
-    trace: list[dict] = field(default_factory=list)  # {"event": "write"|"read"|"error"|"model", ...}
+    trace: list[dict] = field(default_factory=list)  # {"event": "write"|"read"|"skip"|"error"|"model", ...}
 
 
 def _cut_after_query(text: str, read: MemRead, sep: str) -> int:
@@ -202,55 +199,82 @@ class RetLLMController:
 
 
 class MemLLMController:
-    """MemLLM: memory-write per focus sentence (write model), reads initiated by the read model mid-text."""
+    """MemLLM (§3.2): a write model per focus sentence, a read model that reads mid-text; decoding is `generation`'s."""
 
-    def __init__(self, write_generator: Generator | None, read_generator: Generator | None, memory: Any,
-                 *, max_calls: int = 8):
-        self.write_generator, self.read_generator = write_generator, read_generator
-        self.memory, self.max_calls = memory, max_calls
+    def __init__(self, tokenizer: Any, memory: Any, *, write_steps: StepFactory | None = None,
+                 read_steps: StepFactory | None = None, late_stopping: int = 5, max_write_tokens: int = 128,
+                 max_query_tokens: int = 64, max_new_tokens: int = 96, max_calls: int = 8):
+        self.tokenizer, self.memory = tokenizer, memory
+        self.write_steps, self.read_steps = write_steps, read_steps  # each call: a fresh step of that model
+        self.late_stopping, self.max_write_tokens = late_stopping, max_write_tokens  # appendix A: K = 5
+        self.max_query_tokens, self.max_new_tokens, self.max_calls = max_query_tokens, max_new_tokens, max_calls
+        self.write_ends: Counter = Counter()  # how the write calls ended ("closed", "late stop", "repeat", "limit")
+
+    @classmethod
+    def from_model(cls, model: Any, tokenizer: Any, memory: Any, *, write_adapter: str | None = "write",
+                   read_adapter: str | None = "read", **kw: Any) -> "MemLLMController":
+        """One PeftModel with two named adapters (notebook 05's), switched with `set_adapter` before each call."""
+        return cls(tokenizer, memory, write_steps=generation.model_steps(model, write_adapter),
+                   read_steps=generation.model_steps(model, read_adapter), **kw)
 
     def write_sentence(self, context: str, sentence: str) -> tuple[list[Triple], list[ApiError]]:
-        """Run the write model on one focus sentence and store what it extracts."""
-        head = neutralize(context) + api.USER_ST + neutralize(sentence) + api.USER_END
-        # the opener is its own piece, as in training, where the supervised span starts at it
-        cont, _ = self.write_generator((head, api.MEMLLM_WRITE_OPEN), lambda g: api.MEMLLM_CLOSE in g)
-        end = cont.find(api.MEMLLM_CLOSE)
-        call = api.MEMLLM_WRITE_OPEN + (cont[:end + len(api.MEMLLM_CLOSE)] if end >= 0 else cont)
-        parsed = api.parse_memllm(call)  # an unclosed call parses to an ApiError
-        triples = [t for c in parsed if isinstance(c, MemWrite) for t in c.triples]
-        errors = [c for c in parsed if isinstance(c, ApiError)]
-        stored = []
-        for t in triples:
+        """Run the write model on one focus sentence (`context`: the text before it) and store what it extracts."""
+        head = generation.write_head(neutralize(context), neutralize(sentence))
+        call = generation.write_call(self.write_steps(), self.tokenizer, head, late_stopping=self.late_stopping,
+                                     max_new_tokens=self.max_write_tokens, stats=self.write_ends)
+        stored, errors = [], call.errors
+        for t in call.triples:
             try:
-                self.memory.write(*t); stored.append(t)
+                self.memory.write(*t)
+                stored.append(t)
             except ValueError as e:
-                errors.append(ApiError(str(e), 0, len(call), call))
+                errors.append(ApiError(str(e), 0, len(call.text), call.text))
         return stored, errors
 
-    def write_document(self, sentences: list[str]) -> list[Triple]:
-        """Write per focus sentence, each with the preceding sentences as context."""
+    def write_document(self, sentences: Sequence[str]) -> list[Triple]:
+        """Write per focus sentence, each with the preceding sentences as context (joined as training joins them)."""
         out = []
         for i, s in enumerate(sentences):
-            out += self.write_sentence(" ".join(sentences[:i]) + (" " if i else ""), s)[0]
+            out += self.write_sentence(" ".join(sentences[:i]), s)[0]
         return out
 
     def generate(self, text: str) -> Turn:
-        """Continue `text` with the read model, answering its reads; the returned text has no API calls."""
-        context, generated, trace = neutralize(text), "", []
-        for _ in range(self.max_calls + 1):
-            cont, ended = self.read_generator(context + generated, memllm_pending_read)
-            calls = api.parse_memllm(cont)
-            read = next((c for c in calls if isinstance(c, MemRead)), None)
-            if read is None:
-                trace.append({"event": "model", "text": cont})
-                generated += cont
+        """Continue `text` with the read model, answering its reads from the memory; the answer has no API calls.
+
+        Where "({" is the read model's top token, the query is decoded from the text without calls (an answered
+        call leaves the context when the next one is made, as in the paper) and, if the memory answers it, the text
+        goes on after the call and its reply. A read with no valid query, the queries of the call in context, or
+        no result changes nothing (as in Table 1's evaluators); the next token is then chosen without "({".
+        """
+        tok = self.tokenizer
+        plain = generation.piece(tok, neutralize(text))  # the text without calls: where a new read starts from
+        if not plain:
+            raise ValueError("generate continues a text: give it at least one token")
+        n0, step = len(plain), self.read_steps()
+        logits, context = step(plain), list(plain)
+        active: list[Triple] | None = None
+        reads_left, budget, first, trace = self.max_calls, self.max_new_tokens, True, []
+        while True:
+            out = generation.continue_text(step, logits, tok, max_new_tokens=budget, reads=reads_left > 0,
+                                           read_first=first)
+            plain, context, budget, first = plain + out.ids, context + out.ids, budget - len(out.ids), False
+            if out.ids:
+                trace.append({"event": "model", "text": tok.decode(out.ids)})
+            if out.end != "read":
                 break
-            cont = cont[:_cut_after_query(cont, read, api.MEMLLM_READ_SEP)]
-            results = self.memory.query_memllm(list(read.queries))
-            trace += [{"event": "model", "text": cont},
-                      {"event": "read", "query": list(read.queries), "results": list(results)}]
-            # earlier (answered) calls leave the context; the current one stays while its continuation is written
-            generated = api.strip_memllm_calls(generated) + cont + api.format_memllm_read_reply(results)
-            if ended:
-                break
-        return Turn(answer=api.strip_memllm_calls(generated), model_text=generated, trace=trace)
+            reads_left -= 1
+            read_step = self.read_steps()
+            q = generation.read_query(read_step, tok, plain, max_new_tokens=self.max_query_tokens)
+            call = tok.decode(q.ids)
+            skip = (f"no valid query ({q.end})" if q.queries is None else
+                    "the queries of the call in context" if q.queries == active else None)
+            results = [] if skip else list(dict.fromkeys(self.memory.query_memllm(q.queries)))
+            if skip or not results:
+                trace.append({"event": "skip", "reason": skip or "no result", "text": call})
+                logits = out.logits
+                continue
+            reply = generation.piece(tok, api.format_memllm_read_reply(results))
+            trace.append({"event": "read", "query": q.queries, "results": results, "text": call})
+            step, active, context = read_step, q.queries, plain + q.ids + reply
+            logits = step(q.ids[-1:] + reply)  # the call's last token was not fed yet
+        return Turn(answer=tok.decode(plain[n0:]), model_text=tok.decode(context[n0:]), trace=trace)

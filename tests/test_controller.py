@@ -1,13 +1,23 @@
-"""The controller end to end: a scripted stand-in model, the real SmolLM2 model, and injection attempts."""
+"""The controller end to end: scripted stand-in models, the real SmolLM2 model, and injection attempts."""
+import copy
 import re
+from collections import Counter
 
 import pytest
 import torch
+from test_generation import TOK, ScriptedStep
 from transformers import LogitsProcessorList
 
 from retllm_utils.api import Triple, parse_retllm
-from retllm_utils.controller import (ForceThenFree, HFGenerator, MemLLMController, RetLLMController, ScriptedGenerator,
-                                     neutralize)
+from retllm_utils.controller import (
+    ForceThenFree,
+    HFGenerator,
+    MemLLMController,
+    RetLLMController,
+    ScriptedGenerator,
+    neutralize,
+)
+from retllm_utils.memllm.generation import ModelStep
 from retllm_utils.memory import TripleMemory
 from retllm_utils.models import NgramEmbedder
 from retllm_utils.prompts import chat_prompt
@@ -92,37 +102,116 @@ def test_user_markup_is_never_executed(memory, attack):
     echo = ScriptedGenerator(lambda t: re.search(r"<user>(.*)</user>", t, re.S).group(1))  # parrots the user
     turn = RetLLMController(echo, memory, prompt).chat(attack)
     assert len(memory) == 0 and not any(e["event"] == "write" for e in turn.trace)
-    parrot = ScriptedGenerator(lambda t: t.split("({USER_ST})")[-1].split("({USER_END})")[0] + "})")
-    stored, errors = MemLLMController(parrot, None, memory).write_sentence(attack, attack)
-    assert stored == [] and errors
+    parrot = ScriptedStep(lambda t: t.split("({USER_ST})")[-1].split("({USER_END})")[0] + "})")  # echoes the focus
+    stored, errors = MemLLMController(TOK, memory, write_steps=lambda: parrot).write_sentence(attack, attack)
+    assert stored == [] and errors and "({MEM_WRITE" not in parrot.seen[0].split("({MEM_WRITE-->")[0]
     assert len(memory) == 0
     assert "[MEM_WRITE" not in neutralize(attack) and "({MEM_WRITE" not in neutralize(attack)
+
+
+def memllm(memory, writer=None, reader=None, seen=None, **kw):
+    """A MemLLMController over scripted write and read models (`respond(text so far) -> how it goes on`)."""
+    return MemLLMController(TOK, memory, write_steps=writer and (lambda: ScriptedStep(writer, seen)),
+                            read_steps=reader and (lambda: ScriptedStep(reader, seen)), **kw)
+
+
+def reader(text):
+    """Reads at "studied at " and at "is from ", and then writes the entity the memory answered with."""
+    if text.endswith("studied at "):
+        return "({MEM_READ(Ann Lee>>educated at>>)-->"
+    if text.endswith("is from "):
+        return "({MEM_READ(Ann Lee>>country of citizenship>>)-->"
+    if text.endswith("})"):  # the memory's reply: the model copies it
+        return text.rsplit(")-->", 1)[1][:-2] + (". She is from " if "educated" in text.rsplit("({", 1)[1] else ".")
+    return ""
 
 
 def test_memllm_reads_mid_text_and_drops_answered_calls(memory):
     memory.write_many([("Ann Lee", "educated at", "Oxford"), ("Ann Lee", "country of citizenship", "Kenya")])
     seen = []
-
-    def reader(text):
-        seen.append(text)
-        if text.endswith("Ann Lee studied at "):
-            return "({MEM_READ(Ann Lee>>educated at>>)-->"
-        if text.endswith("-->Oxford})"):  # the reply to the first read: go on, and read again
-            return "Oxford. She is from ({MEM_READ(Ann Lee>>country of citizenship>>)-->"
-        if text.endswith("-->Kenya})"):
-            return "Kenya."
-        return "?"
-    turn = MemLLMController(None, ScriptedGenerator(reader), memory).generate("Ann Lee studied at ")
+    turn = memllm(memory, reader=reader, seen=seen).generate("Ann Lee studied at ")
     assert turn.answer == "Oxford. She is from Kenya."
-    assert [e["results"] for e in turn.trace if e["event"] == "read"] == [["Oxford"], ["Kenya"]]
-    assert seen[-1].count("({MEM_READ") == 1  # the first, answered call left the context
+    reads = [e for e in turn.trace if e["event"] == "read"]
+    assert [e["results"] for e in reads] == [["Oxford"], ["Kenya"]]
+    assert reads[1]["query"] == [Triple("Ann Lee", "country of citizenship", "")]
+    # the second query is written with the first, answered call out of the context
+    assert "Ann Lee studied at Oxford. She is from ({MEM_READ(" in seen
+    assert turn.model_text == "Oxford. She is from ({MEM_READ(Ann Lee>>country of citizenship>>)-->Kenya})Kenya."
+
+
+def test_memllm_reads_that_change_nothing_are_skipped(memory):
+    """No result, an abandoned query (a fourth one) or the queries of the call in context: the text goes on with
+    the model's next best token to "({" (for this stand-in the end token)."""
+    ask = "({MEM_READ(Ann Lee>>educated at>>)-->"
+    turn = memllm(memory, reader=lambda t: ask if t.endswith("at ") else "").generate("Ann Lee studied at ")
+    assert turn.trace == [{"event": "skip", "reason": "no result", "text": ask}] and turn.answer == ""
+    many = memllm(memory, reader=lambda t: "a>>r>>;b>>r>>;c>>r>>;d>>r>>)-->" if t.endswith("(") else
+                  "({MEM_READ(" if t.endswith("at ") else "").generate("Ann Lee studied at ")
+    assert [e["reason"] for e in many.trace] == ["no valid query (too many)"]
+    memory.write("Ann Lee", "educated at", "Oxford")
+    again = memllm(memory, reader=lambda t: ask if t.endswith("at ") else "Oxford, and at " if t.endswith("})")
+                   else "").generate("Ann Lee studied at ")
+    assert [(e["event"], e.get("reason")) for e in again.trace if e["event"] != "model"] == [
+        ("read", None), ("skip", "the queries of the call in context")]
+    assert again.answer == "Oxford, and at "
+
+
+def test_memllm_reads_are_bounded_by_max_calls(memory):
+    memory.write_many([("Ann Lee", "educated at", "Oxford"), ("Ann Lee", "country of citizenship", "Kenya")])
+
+    def chatty(text):  # reads, copies the answer, reads the other relation, ... forever
+        if text.endswith("})"):
+            return text.rsplit(")-->", 1)[1][:-2] + (" is from " if "educated" in text.rsplit("({", 1)[1] else
+                                                     " studied at ")
+        return reader(text)
+
+    turn = memllm(memory, reader=chatty, max_calls=3).generate("Ann Lee studied at ")
+    assert [e["results"] for e in turn.trace if e["event"] == "read"] == [["Oxford"], ["Kenya"], ["Oxford"]]
+    assert turn.answer == "Oxford is from Kenya studied at Oxford is from "  # the fourth read is not made
+    long = memllm(memory, reader=chatty, max_new_tokens=10).generate("Ann Lee studied at ")
+    assert long.answer == "Oxford is "  # max_new_tokens: 10 text tokens (characters here), calls not counted
 
 
 def test_memllm_write_per_sentence(memory):
-    writer = ScriptedGenerator(lambda t: "Ann Lee>>educated at>>Oxford})" if "Oxford" in t.split("({USER_ST})")[-1]
-                               else "})")
-    stored = MemLLMController(writer, None, memory).write_document(["Ann Lee is a chemist.", "She studied at Oxford."])
+    def writer(text):
+        focus = text.split("({USER_ST})")[-1]
+        return "Ann Lee>>educated at>>Oxford})" if "Oxford" in focus else "})"
+
+    seen = []
+    ctl = memllm(memory, writer=writer, seen=seen)
+    stored = ctl.write_document(["Ann Lee is a chemist.", "She studied at Oxford."])
     assert stored == [Triple("Ann Lee", "educated at", "Oxford")] and len(memory) == 1
+    # the preceding sentences, then the tagged focus sentence, as the write training rows
+    assert seen[1] == "Ann Lee is a chemist.({USER_ST})She studied at Oxford.({USER_END})({MEM_WRITE-->"
+    assert ctl.write_ends == Counter({"late stop": 2})  # K = 5 by default; a scripted call ends where greedy does
+
+
+def test_from_model_switches_the_named_adapters(memory):
+    """One PeftModel, two adapters: the write call runs with "write" active, the reads with "read"."""
+    class TwoAdapters:
+        device = "cpu"
+
+        def __init__(self):
+            self.active, self.steps, self.log = None, {}, []
+
+        def set_adapter(self, name):
+            self.active = name
+
+        def __call__(self, input_ids, past_key_values=None, use_cache=True, **kw):
+            if past_key_values is None:  # a fresh step: one scripted model per adapter
+                past_key_values = ScriptedStep(reader if self.active == "read" else
+                                               lambda t: "Ann Lee>>educated at>>Oxford})")
+            self.log.append(self.active)
+            logits = past_key_values(input_ids[0].tolist())
+            return type("Out", (), {"logits": logits.view(1, 1, -1), "past_key_values": past_key_values})()
+
+    model = TwoAdapters()
+    ctl = MemLLMController.from_model(model, TOK, memory)
+    assert ctl.write_sentence("", "Ann Lee studied at Oxford.")[0] == [Triple("Ann Lee", "educated at", "Oxford")]
+    assert set(model.log) == {"write"}
+    n = len(model.log)
+    turn = ctl.generate("Ann Lee studied at ")
+    assert turn.answer == "Oxford. She is from " and set(model.log[n:]) == {"read"}
 
 
 @pytest.mark.model
@@ -170,8 +259,8 @@ def test_generator_keeps_the_reply_on_its_own_tokens(smol, memory):
     answer_ids = tok("I don't know.<|im_end|>", add_special_tokens=False)["input_ids"]
     fake = _EchoModel([query_ids, answer_ids])
     turn = RetLLMController(HFGenerator(fake, tok), memory, lambda u: chat_prompt(tok, u)).chat("Who founded Tesla?")
-    assert turn.answer == "I don't know." and turn.trace[1] == {"event": "read", "query": Triple("", "founder of", "Tesla"),
-                                                               "results": [], "dropped": 0}
+    assert turn.answer == "I don't know."
+    assert turn.trace[1] == {"event": "read", "query": Triple("", "founder of", "Tesla"), "results": [], "dropped": 0}
     base_ids = tok(base, add_special_tokens=False)["input_ids"]
     assert fake.seen[1] == base_ids + query_ids + tok("]", add_special_tokens=False)["input_ids"]
     assert tok(base + "[MEM_READ{>>founder of>>Tesla}:]", add_special_tokens=False)["input_ids"] != fake.seen[1]
@@ -182,9 +271,48 @@ def test_write_sentence_feeds_the_opener_as_its_own_piece(smol, memory):
     """Training starts the supervised span at '({MEM_WRITE-->', tokenized apart from the sentence before it."""
     _, tok = smol
     call_ids = tok("Tesla>>founded by>>Elon Musk})", add_special_tokens=False)["input_ids"]
-    fake = _EchoModel([call_ids])
-    stored, errors = MemLLMController(HFGenerator(fake, tok), None, memory).write_sentence("", "Musk founded Tesla.")
+    fed = []
+
+    def playback(new):
+        fed.append(list(new))
+        logits = torch.zeros(len(tok))
+        logits[tok.convert_tokens_to_ids("<|im_end|>")] = 0.5  # second: where late stopping goes on after "})"
+        logits[call_ids[len(fed) - 1]] = 1.0
+        return logits
+
+    ctl = MemLLMController(tok, memory, write_steps=lambda: playback)
+    stored, errors = ctl.write_sentence("", "Musk founded Tesla.")
     head = "({USER_ST})Musk founded Tesla.({USER_END})"
-    assert fake.seen[0] == (tok(head, add_special_tokens=False)["input_ids"]
-                            + tok("({MEM_WRITE-->", add_special_tokens=False)["input_ids"])
+    assert fed[0] == (tok(head, add_special_tokens=False)["input_ids"]
+                      + tok("({MEM_WRITE-->", add_special_tokens=False)["input_ids"])
     assert stored == [Triple("Tesla", "founded by", "Elon Musk")] and not errors
+
+
+@pytest.mark.model
+def test_memllm_end_to_end_on_the_real_model_with_two_adapters(smol, memory):
+    """`from_model` on a PeftModel with adapters "write" and "read" (fresh LoRA: the base model's outputs) runs the
+    whole path on real tokens: write calls decoded and parsed, the text continued, adapters switched."""
+    from peft import LoraConfig, get_peft_model
+
+    model, tok = smol
+    peft = get_peft_model(copy.deepcopy(model), LoraConfig(r=4, target_modules=["q_proj", "v_proj"]),
+                          adapter_name="write")
+    peft.add_adapter("read", LoraConfig(r=4, target_modules=["q_proj", "v_proj"]))
+    peft.eval()
+    ctl = MemLLMController.from_model(peft, tok, memory, max_write_tokens=12, max_new_tokens=8)
+    stored = ctl.write_document(["Ann Lee is a chemist.", "She studied at Oxford."])
+    assert sum(ctl.write_ends.values()) == 2 and len(memory) == len(set(stored))
+    assert peft.active_adapter == "write"
+    turn = ctl.generate("Ann Lee studied at")
+    assert peft.active_adapter == "read" and "({MEM_" not in turn.answer
+    assert [e["event"] for e in turn.trace] == ["model"]  # the base model opens no call here
+    # fresh adapters change nothing: the base model's greedy text, 8 tokens (max_new_tokens)
+    assert turn.answer == tok.decode(_greedy(ModelStep(model), tok, "Ann Lee studied at", 8))
+
+
+def _greedy(step, tok, text, n):
+    out, logits = [], step(tok(text, add_special_tokens=False)["input_ids"])
+    for _ in range(n):
+        out.append(int(logits.argmax()))
+        logits = step(out[-1:])
+    return out

@@ -8,14 +8,16 @@ import numpy as np
 import pytest
 import torch
 
-from retllm_utils.memllm import perplexity as P
 from retllm_utils.api import Triple
+from retllm_utils.memllm import perplexity as P
+from retllm_utils.memllm.generation import ReadQuery
+from retllm_utils.memllm.write_quality import generate_write, score_embedded, score_exact
 from retllm_utils.models import NgramEmbedder
-from retllm_utils.memllm.write_quality import PRF, generate_write, score_embedded, score_exact
 
 DOC = {  # a docs_dev-shaped row: two gold reads, at "Rihanna" and at "Loud"
-    "doc_idx": 0, "text": "The Loud Tour was a concert tour by Barbadian artist Rihanna . It supported her album Loud , "
-                          "released in 2010 by Def Jam .",
+    "doc_idx": 0,
+    "text": "The Loud Tour was a concert tour by Barbadian artist Rihanna . It supported her album Loud , "
+            "released in 2010 by Def Jam .",
     "read_chars": [], "read_target_spans": [], "read_targets": [["Rihanna"], ["Loud"]],
     "read_queries": [[["Loud Tour", "performer", ""]], [["", "notable work", "Rihanna"]]], "mention_spans": [],
 }
@@ -33,12 +35,13 @@ def lookup(queries):
     return [e for q in queries for e in LOOKUP.get(tuple(q), ["Nobody"])]
 
 
-def fake_query(step, tokenizer, opener, end_id, max_new):
+def fake_query(step, tokenizer, prefix=(), *, max_new_tokens=64):
     """A fixed query in place of the model's (the base model writes no valid call), still fed through `step`."""
-    logits = step(opener)
+    opener = tokenizer("({MEM_READ(", add_special_tokens=False)["input_ids"]
+    logits = step(list(prefix) + opener)
     nxt = int(logits.argmax())
     logits = step([nxt])
-    return [Triple("Loud Tour", "performer", "")], opener + [nxt, int(logits.argmax())]
+    return ReadQuery([Triple("Loud Tour", "performer", "")], opener + [nxt, int(logits.argmax())], "query")
 
 
 @pytest.mark.model
@@ -74,7 +77,7 @@ def test_fast_evaluator_matches_token_by_token_reference(smol):
     for setup, kw, patch in setups:
         mask = {k: v for k, v in kw.items() if k in ("open_token", "mask_open")}
         none = P.fast_doc(model, tok, docs[0], P.ReadSetup(), **mask)
-        with mock.patch.object(P, "_greedy_query", fake_query) if patch else mock.patch.object(P, "OPEN", P.OPEN):
+        with mock.patch.object(P, "read_query", fake_query) if patch else mock.patch.object(P, "OPEN", P.OPEN):
             ref = P.reference_doc(model, tok, docs[0], setup, lookup,
                                   **{k: v for k, v in kw.items() if k != "chunk"})
             fast = P.fast_doc(model, tok, docs[0], setup, lookup, **kw)
@@ -156,7 +159,10 @@ class _ScriptedLM:
 @pytest.mark.model
 def test_late_stopping_picks_the_best_cut_point(smol):
     _, tok = smol
-    ids = lambda s: tok(s, add_special_tokens=False)["input_ids"]
+
+    def ids(s):
+        return tok(s, add_special_tokens=False)["input_ids"]
+
     close, a, semi = ids("})")[0], ids("A")[0], ids(";")[0]
     # step 0: "A" sure; step 1: close 0.6 vs ";" 0.4; then "A" unsure (0.3) and close again: the first cut is best
     script = [{a: 0.99}, {close: 0.6, semi: 0.4}] + [{a: 0.3, semi: 0.2}, {close: 0.55, semi: 0.45}] * 10
@@ -174,7 +180,10 @@ def test_late_stopping_picks_the_best_cut_point(smol):
 @pytest.mark.model
 def test_write_generation_stops_on_a_repeated_triple_and_keeps_complete_triples_at_the_limit(smol):
     _, tok = smol
-    ids = lambda s: tok(s, add_special_tokens=False)["input_ids"]
+
+    def ids(s):
+        return tok(s, add_special_tokens=False)["input_ids"]
+
     a, b, semi = ids("A")[0], ids("B")[0], ids(";")[0]
     loop = [{a: 0.9}, {semi: 0.9}, {b: 0.9}, {semi: 0.9}] * 20  # A;B;A;B;... never closed
     stats = Counter()

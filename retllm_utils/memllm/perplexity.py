@@ -1,4 +1,5 @@
-"""MemLLM perplexity evaluation (MemLLM §4.1, Table 1): score a document while the read model queries the memory.
+"""MemLLM perplexity evaluation (MemLLM §4.1, Table 1; notebook 06): score a document while the read model queries
+the memory.
 
 A document is scored as one token sequence D (its plain text, tokens joined by spaces as `docred` builds it,
 tokenized in pieces cut before each gold read word, so every gold read point is a token boundary). Token t
@@ -7,13 +8,14 @@ tokenized in pieces cut before each gold read word, so every gold read point is 
     D[:p] + "({MEM_READ(q1;q2)-->" + "e1, e2})"   and the tokens D[p], D[p+1], ... are scored after it,
 
 until the next read replaces it (earlier calls are removed from the context, as in the paper). The call and
-the memory's reply are tokenized as pieces of their own, as `training.tokenize_with_spans` and
-`controller.HFGenerator` do, and the text after a call keeps its leading space (" artist"), as the read
+the memory's reply are tokenized as pieces of their own, as `training.tokenize_with_spans` cuts training
+examples and `generation` decodes, and the text after a call keeps its leading space (" artist"), as the read
 training rows do (`docred` module doc), so every Table 1 row scores the same tokens D[1:].
 
 Where reads happen (`ReadSetup.positions`): "none"; "gold" (the dev set's read points); "model": at every
 boundary where the model's top next token is "({" (the call opener) in the current context. The query is the
-model's greedy continuation of D[:p] + "({MEM_READ(" up to ")-->" (`queries="model"`), or the gold queries.
+model's greedy continuation of D[:p] + "({MEM_READ(" up to ")-->" (`queries="model"`: `generation.read_query`, the
+controller's decoder too), or the gold queries.
 A read that yields no valid query, no result, or the same queries as the call in context changes nothing (the
 official code skips such reads too). Text tokens are scored with the "({" logit removed (`mask_open`), as the
 official evaluation does where reads are disabled or fixed: the mass a read model puts on opening a call is not
@@ -25,7 +27,8 @@ and exp(NLL) (a real perplexity), labelled.
 Two evaluators with one definition: `reference_doc` re-runs the model on the whole context at every token
 (slow, as the paper's code scores; used by tests), `fast_doc` runs one teacher-forced pass over D and, at each
 read, branches from a cropped copy of the prefix's KV cache (transformers DynamicCache), feeding the call, the
-reply and the following tokens in chunks. They agree to float tolerance (tests: 1e-4 in mean NLL).
+reply and the following tokens in chunks; its query decoding is a `generation.ModelStep` on that cropped cache.
+They agree to float tolerance (tests: 1e-4 in mean NLL).
 """
 from __future__ import annotations
 
@@ -38,18 +41,16 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 import torch
 
-from ..api import MEMLLM_READ_OPEN, MEMLLM_READ_SEP, MemRead, Triple, format_memllm_read_query, \
-    format_memllm_read_reply, parse_memllm
-from .docred import MAX_QUERIES
+from ..api import Triple, format_memllm_read_query, format_memllm_read_reply
+from .generation import OPEN, ModelStep, Step, piece, read_query, token_id
 
 __all__ = ["EvalDoc", "ReadSetup", "DocResult", "Scores", "TABLE1_ROWS", "PAPER_TABLE1", "prepare_doc",
            "reference_doc", "fast_doc", "plain_pass", "evaluate", "aggregate", "memory_lookup", "OPEN"]
 
-OPEN = "({"  # the token a read starts with (MemLLM's START; one token in SmolLM2's vocabulary)
 Lookup = Callable[[Sequence[Triple]], list]
 
-# MemLLM Table 1 (Mistral-7B, Re-DocRED dev): not transcribed here (no copy of the paper in this kit's sandbox).
-# Fill in as {row: (OVERALL, TARGET, ENTITY)} from the paper to print them beside ours; None prints "n/a".
+# MemLLM Table 1 (Mistral-7B, Re-DocRED dev): still empty, to be filled from the paper (a later task) as
+# {row: (OVERALL, TARGET, ENTITY)}; notebook 06 prints them beside ours, "n/a" while missing.
 PAPER_TABLE1: dict[str, tuple[float, float, float] | None] = {}
 
 
@@ -148,21 +149,8 @@ def memory_lookup(memory: Any) -> Lookup:
 
 
 # ------------------------------------------------------------------------------------------------ shared pieces
-def _piece(tokenizer: Any, text: str) -> list[int]:
-    return tokenizer(text, add_special_tokens=False)["input_ids"]
-
-
-def _ids(tokenizer: Any, open_token: str = OPEN) -> tuple[int, list[int], int | None]:
-    """(the "({" token, the forced opener "({MEM_READ(" as ids, the end token) for this tokenizer."""
-    from ..prompts import end_token
-
-    open_ids = _piece(tokenizer, open_token)
-    if len(open_ids) != 1:
-        raise ValueError(f"{open_token!r} is {len(open_ids)} tokens in this tokenizer; model-chosen reads need one")
-    return open_ids[0], _piece(tokenizer, MEMLLM_READ_OPEN), tokenizer.convert_tokens_to_ids(end_token(tokenizer))
-
-
-def _score(logits: torch.Tensor, targets: Sequence[int], open_id: int, mask_open: bool) -> tuple[np.ndarray, np.ndarray]:
+def _score(logits: torch.Tensor, targets: Sequence[int], open_id: int, mask_open: bool
+           ) -> tuple[np.ndarray, np.ndarray]:
     """(NLL of each target with "({" masked out if asked, argmax of the unmasked logits) for rows of logits."""
     logits = logits.float()
     top = logits.argmax(-1)
@@ -173,34 +161,6 @@ def _score(logits: torch.Tensor, targets: Sequence[int], open_id: int, mask_open
     tgt = torch.as_tensor(list(targets), device=logits.device)
     return (-logp[torch.arange(len(tgt), device=logits.device), tgt]).cpu().numpy().astype(np.float64), \
         top.cpu().numpy()
-
-
-def _greedy_query(step: Callable[[list[int]], torch.Tensor], tokenizer: Any, opener: list[int],
-                  end_id: int | None, max_new: int) -> tuple[list[Triple] | None, list[int]]:
-    """Greedy query after the forced opener, up to ")-->": (queries or None, call ids). `step` feeds ids, returns
-    the last logits; the call's last token is returned but not fed (the caller feeds it with the reply).
-
-    A call that starts a query beyond `MAX_QUERIES` or repeats one (a small model's loop) is abandoned at once
-    (None), as one that never closes is at the token limit: training never shows such a call."""
-    logits = step(opener)
-    gen: list[int] = []
-    for _ in range(max_new):
-        nxt = int(logits.argmax())
-        if nxt == end_id:
-            break
-        gen.append(nxt)
-        text = tokenizer.decode(opener + gen, skip_special_tokens=False)
-        done = [q.strip() for q in text[len(MEMLLM_READ_OPEN):].split(";")[:-1]]
-        if len(done) >= MAX_QUERIES or (done and done[-1] in done[:-1]):
-            return None, opener + gen
-        if text.endswith(MEMLLM_READ_SEP):
-            calls = parse_memllm(text)
-            ok = len(calls) == 1 and isinstance(calls[0], MemRead) and calls[0].results is None
-            return (list(calls[0].queries) if ok else None), opener + gen
-        if len(gen) == max_new:
-            break
-        logits = step([nxt])
-    return None, opener + gen
 
 
 def _answer(setup: ReadSetup, queries: list[Triple], lookup: Lookup | None, targets: list[str]) -> list[str]:
@@ -219,7 +179,7 @@ class _Reads:
     def __init__(self, tokenizer: Any, doc: EvalDoc, setup: ReadSetup, lookup: Lookup | None, max_query_tokens: int,
                  open_token: str):
         self.tok, self.doc, self.setup, self.lookup, self.max_new = tokenizer, doc, setup, lookup, max_query_tokens
-        self.open_id, self.opener, self.end_id = _ids(tokenizer, open_token)
+        self.open_id = token_id(tokenizer, open_token)  # model-chosen reads need it to be one token
         self.active: list[Triple] | None = None
         self.result = DocResult(np.full(len(doc.ids), np.nan))
 
@@ -228,11 +188,12 @@ class _Reads:
             return t in self.doc.gold_reads
         return self.setup.positions == "model" and top == self.open_id
 
-    def query(self, t: int, step: Callable[[list[int]], torch.Tensor]) -> tuple[list[Triple] | None, list[int]]:
+    def query(self, t: int, step: Step) -> tuple[list[Triple] | None, list[int]]:
         if self.setup.queries == "gold":
             qs = self.doc.queries[self.doc.gold_reads[t]]
-            return qs, _piece(self.tok, format_memllm_read_query(qs))
-        return _greedy_query(step, self.tok, self.opener, self.end_id, self.max_new)
+            return qs, piece(self.tok, format_memllm_read_query(qs))
+        q = read_query(step, self.tok, max_new_tokens=self.max_new)
+        return q.queries, q.ids
 
     def answer(self, t: int, queries: list[Triple] | None) -> list[int] | None:
         """Reply ids if this read changes the context, else None."""
@@ -245,7 +206,7 @@ class _Reads:
             return None
         self.active = queries
         self.result.reads.append({"t": t, "queries": [list(q) for q in queries], "results": results})
-        return _piece(self.tok, format_memllm_read_reply(results))
+        return piece(self.tok, format_memllm_read_reply(results))
 
 
 def _forward(model: Any, ids: list[int], cache: Any = None) -> tuple[torch.Tensor, Any]:
@@ -316,7 +277,8 @@ def fast_doc(model: Any, tokenizer: Any, doc: EvalDoc, setup: ReadSetup, lookup:
             b = min(n - 1, max(t, nxt_gold - 1))
             lg, br["cache"] = _forward(model, ids[a:b], br["cache"])
             nl, tp = _score(lg, ids[a + 1:b + 1], r.open_id, mask_open)
-            br["nll"], br["top"], br["fed"] = np.concatenate([br["nll"], nl]), np.concatenate([br["top"], tp]), b - br["p"]
+            br["nll"], br["top"] = np.concatenate([br["nll"], nl]), np.concatenate([br["top"], tp])
+            br["fed"] = b - br["p"]
         return br["nll"][i], br["top"][i]
 
     for t in range(1, n):
@@ -324,19 +286,15 @@ def fast_doc(model: Any, tokenizer: Any, doc: EvalDoc, setup: ReadSetup, lookup:
         if r.wanted(t, int(row(t)[1]) if setup.positions == "model" else -1):
             cache = copy.deepcopy(plain_cache)
             cache.crop(t - cache.get_seq_length())  # negative: tokens to drop (transformers >= 4.3x accept this)
-            holder = {"cache": cache}
-
-            def step(new: list[int]) -> torch.Tensor:
-                lg, holder["cache"] = _forward(model, new, holder["cache"])
-                return lg[-1]
-
+            step = ModelStep(model, cache, last_logits_only=False)
             queries, call = r.query(t, step)
             reply = r.answer(t, queries)
             if reply is not None:
                 if setup.queries == "gold":  # nothing of the call was fed yet
-                    pending, cache = call + reply, cache
+                    pending = call + reply
                 else:  # the generated call is in the cache but for its last token
-                    pending, cache = call[-1:] + reply, holder["cache"]
+                    pending = call[-1:] + reply
+                cache = step.cache
                 nxt_gold = next((g for g in gold_after if g > t), n) if setup.positions == "gold" else t + chunk
                 b = min(n - 1, max(t, nxt_gold - 1))
                 lg, cache = _forward(model, pending + ids[t:b], cache)

@@ -1,0 +1,253 @@
+"""MemLLM decoding, written once (MemLLM §3.2 and appendix A; notebooks 05–06, Tables 1 and 4; `MemLLMController`).
+
+Every MemLLM decoder is greedy and driven by a `Step`: a callable that feeds token ids to the model and returns
+the logits of the last position, the model keeping its KV cache (`ModelStep`). The controller, the write
+evaluation of Table 4 (`write_quality`) and the Table 1 evaluators (`perplexity`, whose reads branch from a
+cropped copy of the document's cache) all decode through the functions below, so they make the same choices.
+
+Write call (`write_call`, §3.2.1): the prompt is ``pretext({USER_ST})sentence({USER_END})`` (`write_head`), then the
+forced opener ``({MEM_WRITE-->``, tokenized as a piece of its own, as `training.tokenize_with_spans` cuts the
+training example there. Greedy decoding (K = 0) stops at the first "})". Late stopping (appendix A, official
+`LateStoppingProcessor`, K = 5): whenever "})" (the closing token) is the top token, the cut point is recorded with
+score (log-prob so far + log p("})")) / sequence length, "})" is suppressed and the second-best token taken, until
+the best cut point is K cut points old; the call is then cut at the best one.
+Two rules of ours keep a small model's degenerate calls from costing every triple (the 135M write model often
+loops, e.g. "X>>date of death>>2002;X>>date of death>>2002;..." until the token limit): decoding stops when a
+finished triple repeats an earlier one of the same call (`stop_on_repeat`), and a call still open when decoding
+ends keeps its complete triples (the text up to its last ";"). `WriteCall.end` says how a call ended: "closed",
+"late stop", "repeat" or "limit" (a `collections.Counter` passed as `stats` counts them).
+The repeat rule is checked at every token, also while late stopping is still collecting cut points: a looping
+model repeats a triple soon after the first suppressed "})", decoding ends there before K cut points exist, and
+the best cut is then that first "})", where greedy decoding stops. In notebook 06's committed cpu run, late
+stopping therefore wrote exactly what greedy decoding wrote. Both rules and their order live in `write_call`'s loop.
+
+Read query (`read_query`, §3.2.2): greedy after the forced opener ``({MEM_READ(`` up to ``)-->``. A call that starts
+a query beyond `MAX_QUERIES` or repeats one (a small model's loop) is abandoned at once, as one that never closes
+is at the token limit or at the end token: training never shows such a call.
+
+Text (`continue_text`): the read model writes text until "({" (`OPEN`, the token a read starts with, as read
+training rows end a continuation with it) is its top token, it ends the text, or the token limit; where a read is
+not allowed the token is chosen with "({" removed, as the evaluators score text tokens.
+"""
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+import numpy as np
+import torch
+
+from ..api import (
+    MEMLLM_CLOSE,
+    MEMLLM_READ_OPEN,
+    MEMLLM_READ_SEP,
+    MEMLLM_WRITE_OPEN,
+    USER_END,
+    USER_ST,
+    ApiError,
+    MemRead,
+    MemWrite,
+    Triple,
+    parse_memllm,
+)
+from ..prompts import end_token
+from .docred import MAX_QUERIES
+
+__all__ = ["Step", "ModelStep", "model_steps", "OPEN", "piece", "token_id", "end_id", "write_head", "WriteCall",
+           "write_call", "ReadQuery", "read_query", "Text", "continue_text"]
+
+Step = Callable[[Sequence[int]], torch.Tensor]  # feed ids -> logits (vocabulary,) of the last position fed
+OPEN = "({"  # the token a read starts with (MemLLM's START; one token in SmolLM2's vocabulary)
+
+
+class ModelStep:
+    """A causal LM and its KV cache as a `Step`: each call feeds only the new ids."""
+
+    def __init__(self, model: Any, cache: Any = None, *, last_logits_only: bool = True):
+        # last_logits_only=False computes the logits of every fed position and returns the last: the fast evaluator
+        # has always branched so, and the numbers differ from the last-only ones in the last float bits
+        self.model, self.cache, self.last_logits_only = model, cache, last_logits_only
+
+    @torch.no_grad()
+    def __call__(self, ids: Sequence[int]) -> torch.Tensor:
+        kw = {"logits_to_keep": 1} if self.last_logits_only else {}
+        out = self.model(input_ids=torch.tensor([list(ids)], device=self.model.device), past_key_values=self.cache,
+                         use_cache=True, **kw)
+        self.cache = out.past_key_values
+        return out.logits[0, -1]
+
+
+def model_steps(model: Any, adapter: str | None = None) -> Callable[[], ModelStep]:
+    """Fresh `ModelStep`s of `model`, its PEFT adapter `adapter` switched on first (None: the model as it is)."""
+
+    def new() -> ModelStep:
+        if adapter is not None:
+            model.set_adapter(adapter)
+        return ModelStep(model)
+
+    return new
+
+
+def piece(tokenizer: Any, text: str) -> list[int]:
+    """`text` tokenized as a piece of its own, as training cuts its examples at the edges of calls and replies."""
+    return tokenizer(text, add_special_tokens=False)["input_ids"]
+
+
+def token_id(tokenizer: Any, text: str) -> int:
+    """The id of `text`, which must be one token in this tokenizer (decoding decides on it token by token)."""
+    ids = piece(tokenizer, text)
+    if len(ids) != 1:
+        raise ValueError(f"{text!r} is {len(ids)} tokens in this tokenizer; MemLLM decoding needs it to be one")
+    return ids[0]
+
+
+def end_id(tokenizer: Any) -> int | None:
+    """The token that ends the text (`prompts.end_token`)."""
+    return tokenizer.convert_tokens_to_ids(end_token(tokenizer))
+
+
+# ------------------------------------------------------------------------------------------------ write
+def write_head(pretext: str, sentence: str) -> str:
+    """The write model's input for one focus sentence (§3.2.1): the preceding text, then the tagged sentence."""
+    return pretext + USER_ST + sentence + USER_END
+
+
+@dataclass(frozen=True)
+class WriteCall:
+    """A decoded write call, "({MEM_WRITE-->...})", and how decoding ended: "closed", "late stop", "repeat", "limit"."""
+
+    text: str
+    end: str
+
+    @property
+    def triples(self) -> list[Triple]:
+        return [t for c in parse_memllm(self.text) if isinstance(c, MemWrite) for t in c.triples]
+
+    @property
+    def errors(self) -> list[ApiError]:
+        return [c for c in parse_memllm(self.text) if isinstance(c, ApiError)]
+
+
+def write_call(step: Step, tokenizer: Any, head: str, *, late_stopping: int = 0, max_new_tokens: int = 128,
+               stop_on_repeat: bool = True, stats: Counter | None = None) -> WriteCall:
+    """The write call the model produces after `head` (`write_head`): greedy (K = 0) or late stopping (K > 0)."""
+    close_id, stop_id = token_id(tokenizer, MEMLLM_CLOSE), end_id(tokenizer)
+    prompt = piece(tokenizer, head) + piece(tokenizer, MEMLLM_WRITE_OPEN)
+    logits = step(prompt).float()
+    gen: list[int] = []
+    cum, cuts = 0.0, {}  # cut position in `gen` -> mean log-prob score
+    closed, repeat_body, n_done = False, None, 0
+    for _ in range(max_new_tokens):
+        logp = torch.log_softmax(logits, -1)
+        top2 = torch.topk(logits, 2).indices.tolist()
+        nxt = top2[0]
+        if late_stopping and nxt == close_id:
+            scores = list(cuts.values())
+            best = int(np.argmax(scores)) if scores else 0
+            if len(cuts) < late_stopping or best > len(cuts) - late_stopping:
+                cuts[len(gen)] = (cum + float(logp[close_id])) / (len(prompt) + len(gen))
+                nxt = top2[1]
+        cum += float(logp[nxt])
+        if nxt == close_id:
+            closed = True
+            break
+        if nxt == stop_id:
+            break
+        gen.append(nxt)
+        if stop_on_repeat:
+            done = [p.strip() for p in tokenizer.decode(gen).split(";")[:-1]]
+            if len(done) > n_done:
+                n_done = len(done)
+                if done[-1] in done[:-1]:
+                    repeat_body = ";".join(done[:-1])
+                    break
+        if len(gen) == max_new_tokens:
+            break
+        logits = step([nxt]).float()
+    if cuts:
+        end, body = "late stop", tokenizer.decode(gen[:max(cuts, key=lambda k: cuts[k])])
+    elif repeat_body is not None:
+        end, body = "repeat", repeat_body
+    elif closed:
+        end, body = "closed", tokenizer.decode(gen)
+    else:  # token limit or end of text inside the call: keep its complete triples
+        text = tokenizer.decode(gen)
+        end, body = "limit", text[:max(text.rfind(";"), 0)]
+    if stats is not None:
+        stats[end] += 1
+    return WriteCall(MEMLLM_WRITE_OPEN + body + MEMLLM_CLOSE, end)
+
+
+# ------------------------------------------------------------------------------------------------ read
+@dataclass(frozen=True)
+class ReadQuery:
+    """A decoded read query: its queries (None: no valid call), the call's ids, and how decoding ended.
+
+    `ids` are the opener and the generated tokens; the last one was not fed to the step (the caller feeds it with
+    the memory's reply). `end`: "query", "invalid" (closed but not one valid read), "too many", "repeat", "end",
+    "limit".
+    """
+
+    queries: list[Triple] | None
+    ids: list[int]
+    end: str
+
+
+def read_query(step: Step, tokenizer: Any, prefix: Sequence[int] = (), *, max_new_tokens: int = 64) -> ReadQuery:
+    """Greedy query after `prefix` (ids the step has not seen yet) and the forced opener "({MEM_READ(", to ")-->"."""
+    opener, stop_id = piece(tokenizer, MEMLLM_READ_OPEN), end_id(tokenizer)
+    logits = step(list(prefix) + opener)
+    gen: list[int] = []
+    for _ in range(max_new_tokens):
+        nxt = int(logits.argmax())
+        if nxt == stop_id:
+            return ReadQuery(None, opener + gen, "end")
+        gen.append(nxt)
+        text = tokenizer.decode(opener + gen, skip_special_tokens=False)
+        done = [q.strip() for q in text[len(MEMLLM_READ_OPEN):].split(";")[:-1]]
+        if done and done[-1] in done[:-1]:
+            return ReadQuery(None, opener + gen, "repeat")
+        if len(done) >= MAX_QUERIES:
+            return ReadQuery(None, opener + gen, "too many")
+        if text.endswith(MEMLLM_READ_SEP):
+            calls = parse_memllm(text)
+            ok = len(calls) == 1 and isinstance(calls[0], MemRead) and calls[0].results is None
+            return ReadQuery(list(calls[0].queries) if ok else None, opener + gen, "query" if ok else "invalid")
+        if len(gen) == max_new_tokens:
+            break
+        logits = step([nxt])
+    return ReadQuery(None, opener + gen, "limit")
+
+
+# ------------------------------------------------------------------------------------------------ text
+@dataclass
+class Text:
+    """Text tokens the read model wrote, why it stopped ("read", "end", "limit"), and the logits it stopped at."""
+
+    ids: list[int]
+    end: str
+    logits: torch.Tensor | None = None
+
+
+def continue_text(step: Step, logits: torch.Tensor, tokenizer: Any, *, max_new_tokens: int, reads: bool = True,
+                  read_first: bool = True) -> Text:
+    """Greedy text from `logits` (the step's last), stopping before "({" where a read is allowed (`reads`; not for
+    the first token when `read_first` is False, e.g. right after a read that changed nothing)."""
+    open_id, stop_id = token_id(tokenizer, OPEN), end_id(tokenizer)
+    ids: list[int] = []
+    while len(ids) < max_new_tokens:
+        nxt = int(logits.argmax())
+        if nxt == open_id:
+            if reads and (read_first or ids):
+                return Text(ids, "read", logits)
+            masked = logits.clone()
+            masked[open_id] = -torch.inf
+            nxt = int(masked.argmax())
+        if nxt == stop_id:
+            return Text(ids, "end", logits)
+        ids.append(nxt)
+        if len(ids) == max_new_tokens:
+            break
+        logits = step([nxt])
+    return Text(ids, "limit", None)

@@ -1,0 +1,226 @@
+"""MemLLM's shared decoders (`memllm.generation`) on scripted stand-in models: no real model, fast."""
+import math
+from collections import Counter
+
+import pytest
+import torch
+
+from retllm_utils.api import Triple
+from retllm_utils.memllm import generation as G
+
+
+class ToyTokenizer:
+    """Characters as tokens, plus the markers that are one token in SmolLM2's vocabulary ("({", "})")."""
+
+    chat_template = None
+    eos_token = "<eos>"
+    SPECIAL = ["<eos>", "({", "})"]
+
+    def __init__(self):
+        self.vocab = self.SPECIAL + [chr(i) for i in range(32, 127)]
+        self.index = {t: i for i, t in enumerate(self.vocab)}
+
+    def __len__(self):
+        return len(self.vocab)
+
+    def __call__(self, text, add_special_tokens=False):
+        ids, i = [], 0
+        while i < len(text):
+            special = next((s for s in self.SPECIAL if text.startswith(s, i)), None)
+            ids.append(self.index[special or text[i]])
+            i += len(special or text[i])
+        return {"input_ids": ids}
+
+    def decode(self, ids, skip_special_tokens=False):
+        return "".join(self.vocab[i] for i in ids)
+
+    def convert_tokens_to_ids(self, token):
+        return self.index[token]
+
+
+TOK = ToyTokenizer()
+
+
+def ids(text):
+    return TOK(text)["input_ids"]
+
+
+class ScriptedStep:
+    """A stand-in read or write model as a `Step`: `respond(text so far)` says how the text goes on ("" ends it),
+    and the next token is the first of that. The plan is kept while the fed tokens follow it; when they leave it (a
+    memory reply) or it is used up, the script is asked again, and a forced piece (an opener fed with the text before
+    it) keeps the plan the script makes for the text before the piece. The end token is always the second choice
+    (late stopping takes it after a suppressed "})", so a scripted call ends where greedy decoding ends it)."""
+
+    def __init__(self, respond, seen=None):
+        self.respond, self.fed, self.plan, self.seen = respond, [], "", seen if seen is not None else []
+
+    def __call__(self, new):
+        start = len(TOK.decode(self.fed))
+        self.fed += list(new)
+        text = TOK.decode(self.fed)
+        if not (self.plan.startswith(text) and len(self.plan) > len(text)):
+            self.seen.append(text)
+            self.plan = next((p for c in range(start, len(text)) if (p := text[:c] + self.respond(text[:c]))
+                              .startswith(text) and len(p) > len(text)), text + self.respond(text))
+        rest = self.plan[len(text):]
+        logits = torch.full((len(TOK),), -10.0)
+        logits[TOK.convert_tokens_to_ids("<eos>")] = 0.0
+        logits[ids(rest)[0] if rest else TOK.convert_tokens_to_ids("<eos>")] = 10.0
+        return logits
+
+
+class ProbStep:
+    """A stand-in model whose next-token probabilities follow a script, one {token text: prob} per call."""
+
+    def __init__(self, script):
+        self.script, self.calls, self.fed = script, 0, []
+
+    def __call__(self, new):
+        self.fed.append(list(new))
+        probs = self.script[min(self.calls, len(self.script) - 1)]
+        self.calls += 1
+        logits = torch.full((len(TOK),), -30.0)
+        for token, p in probs.items():
+            logits[TOK.convert_tokens_to_ids(token) if token in TOK.SPECIAL else ids(token)[0]] = math.log(p)
+        return logits
+
+
+def chars(text, p=0.9):
+    """A script writing `text` one character per step."""
+    return [{c: p} for c in text]
+
+
+# ------------------------------------------------------------------------------------------------ write
+def test_write_call_feeds_the_opener_as_its_own_piece_and_parses_triples():
+    step = ProbStep(chars("A>>r>>B;C>>r>>D") + [{"})": 0.9}])
+    call = G.write_call(step, TOK, G.write_head("Pre.", "Focus."))
+    assert step.fed[0] == ids("Pre.({USER_ST})Focus.({USER_END})") + ids("({MEM_WRITE-->")
+    assert call == G.WriteCall("({MEM_WRITE-->A>>r>>B;C>>r>>D})", "closed")
+    assert call.triples == [Triple("A", "r", "B"), Triple("C", "r", "D")] and call.errors == []
+
+
+def test_greedy_stops_at_the_first_close_late_stopping_picks_the_best_cut():
+    # a barely-top first "})", then near-certain "A" and "})": the second cut has the better mean log-prob (over a
+    # longer sequence) and is chosen; the third pays for the unlikely ";" and is not
+    script = [{"A": 0.99}, {"})": 0.51, ";": 0.49}] + [{"A": 0.999}, {"})": 0.99, ";": 0.01}] * 10
+    assert G.write_call(ProbStep(script), TOK, "x").text == "({MEM_WRITE-->A})"
+    stats = Counter()
+    late = G.write_call(ProbStep(script), TOK, "x", late_stopping=2, max_new_tokens=40, stop_on_repeat=False,
+                        stats=stats)
+    assert late == G.WriteCall("({MEM_WRITE-->A;A})", "late stop") and stats == {"late stop": 1}
+    # the first cut is the best when the text after it only gets less likely
+    script2 = [{"A": 0.99}, {"})": 0.6, ";": 0.4}] + [{"A": 0.3, ";": 0.2}, {"})": 0.55, ";": 0.45}] * 10
+    late2 = G.write_call(ProbStep(script2), TOK, "x", late_stopping=5, max_new_tokens=40, stop_on_repeat=False)
+    assert late2.text == "({MEM_WRITE-->A})"
+
+
+def test_late_stopping_stops_once_the_best_cut_is_k_cut_points_old():
+    # every later cut scores worse: after K = 3 more cut points without improvement the top "})" is taken
+    script = [{"A": 0.99}, {"})": 0.9, ";": 0.1}] + [{"B": 0.5, ";": 0.4}, {"})": 0.6, ";": 0.4}] * 20
+    step = ProbStep(script)
+    call = G.write_call(step, TOK, "x", late_stopping=3, max_new_tokens=60, stop_on_repeat=False)
+    assert call.text == "({MEM_WRITE-->A})" and call.end == "late stop"
+    assert step.calls == 1 + 1 + 2 * 3  # the prompt, "A", then three ";B" before the fourth "})" ends it
+
+
+def test_a_repeated_triple_ends_the_call_and_keeps_what_came_before():
+    loop = chars("A>>r>>B;C>>r>>D;A>>r>>B;C>>r>>D;" * 4)
+    stats = Counter()
+    call = G.write_call(ProbStep(loop), TOK, "x", stats=stats)
+    assert call == G.WriteCall("({MEM_WRITE-->A>>r>>B;C>>r>>D})", "repeat") and stats == {"repeat": 1}
+
+
+def test_the_repeat_rule_fires_before_late_stopping_has_k_cut_points():
+    # a model that loops after its first "})": the repeat ends decoding with one cut point, so late stopping
+    # writes what greedy decoding writes (notebook 06's committed run, see the module doc)
+    script = chars("A>>r>>B") + [{"})": 0.9, ";": 0.1}] + chars("A>>r>>B;" * 5)
+    greedy = G.write_call(ProbStep(script), TOK, "x")
+    stats = Counter()
+    late = G.write_call(ProbStep(script), TOK, "x", late_stopping=5, stats=stats)
+    assert greedy.text == late.text == "({MEM_WRITE-->A>>r>>B})" and stats == {"late stop": 1}
+
+
+def test_an_unclosed_call_keeps_its_complete_triples():
+    stats = Counter()
+    call = G.write_call(ProbStep(chars("A>>r>>B;C>>r>>D;E>>r")), TOK, "x", max_new_tokens=18, stats=stats)
+    assert call == G.WriteCall("({MEM_WRITE-->A>>r>>B;C>>r>>D})", "limit") and stats == {"limit": 1}
+    ended = G.write_call(ProbStep(chars("A>>r>>B;E>>") + [{"<eos>": 0.9}]), TOK, "x")
+    assert ended.text == "({MEM_WRITE-->A>>r>>B})" and ended.end == "limit"
+    nothing = G.write_call(ProbStep(chars("A>>r>>B")), TOK, "x", max_new_tokens=5)
+    assert nothing.text == "({MEM_WRITE-->})" and nothing.triples == []
+
+
+def test_the_close_token_must_be_one_token():
+    class Split(ToyTokenizer):
+        SPECIAL = ["<eos>", "({"]
+
+    with pytest.raises(ValueError, match="one"):
+        G.write_call(ProbStep([{"A": 1.0}]), Split(), "x")
+
+
+# ------------------------------------------------------------------------------------------------ read
+def test_read_query_after_the_forced_opener():
+    step = ScriptedStep(lambda text: "Ann>>employer>>;>>founded by>>Bob)-->" if text.endswith("({MEM_READ(") else "?")
+    q = G.read_query(step, TOK, ids("Text "))
+    assert step.fed[:len(ids("Text ({MEM_READ("))] == ids("Text ") + ids("({MEM_READ(")
+    assert q.queries == [Triple("Ann", "employer", ""), Triple("", "founded by", "Bob")] and q.end == "query"
+    assert TOK.decode(q.ids) == "({MEM_READ(Ann>>employer>>;>>founded by>>Bob)-->"
+    assert len(step.fed) == len(ids("Text ")) + len(q.ids) - 1  # the last token is left to the caller
+
+
+@pytest.mark.parametrize("query, end", [
+    ("a>>r>>;b>>r>>;c>>r>>;d>>r>>)-->", "too many"),  # MAX_QUERIES = 3: a fourth query is abandoned as it starts
+    ("a>>r>>;a>>r>>;b>>r>>)-->", "repeat"),
+    ("a>>r>>b)-->", "invalid"),  # both entities given: not a MemLLM query
+    ("a" * 40, "limit"),
+])
+def test_read_query_abandons_degenerate_calls(query, end):
+    q = G.read_query(ScriptedStep(lambda text: query), TOK, max_new_tokens=30)
+    assert q.queries is None and q.end == end
+    if end in ("too many", "repeat"):  # at once: at the ';' that starts the fourth or ends the repeated query
+        assert TOK.decode(q.ids).endswith(";") and TOK.decode(q.ids).count(";") == (3 if end == "too many" else 2)
+    three = G.read_query(ScriptedStep(lambda text: "a>>r>>;b>>r>>;c>>r>>)-->"), TOK)
+    assert len(three.queries) == 3
+
+
+def test_read_query_ends_at_the_end_token():
+    q = G.read_query(ScriptedStep(lambda text: "a>>r" if text.endswith("(") else ""), TOK)
+    assert q.queries is None and q.end == "end" and TOK.decode(q.ids) == "({MEM_READ(a>>r"
+
+
+# ------------------------------------------------------------------------------------------------ text
+def test_continue_text_stops_before_the_read_opener_unless_reads_are_off():
+    def respond(text):
+        return "Ann studied at ({MEM_READ(" if text == "Hi." else "x"
+
+    step = ScriptedStep(respond)
+    out = G.continue_text(step, step(ids("Hi.")), TOK, max_new_tokens=50)
+    assert TOK.decode(out.ids) == "Ann studied at " and out.end == "read"
+    assert int(out.logits.argmax()) == TOK.convert_tokens_to_ids("({")
+    off = ScriptedStep(respond)
+    out = G.continue_text(off, off(ids("Hi.")), TOK, max_new_tokens=50, reads=False)
+    assert "({" not in TOK.decode(out.ids) and out.end == "end"  # "({" removed: the end token is the next best
+    long = ScriptedStep(lambda text: "x" * 10)
+    limited = G.continue_text(long, long(ids("Hi.")), TOK, max_new_tokens=3)
+    assert TOK.decode(limited.ids) == "xxx" and limited.end == "limit" and long.fed == ids("Hi.xx")
+
+
+def test_model_step_feeds_only_new_ids_and_keeps_the_cache():
+    class Model:
+        device = "cpu"
+
+        def __init__(self):
+            self.calls = []
+
+        def __call__(self, input_ids, past_key_values=None, use_cache=True, **kw):
+            self.calls.append((input_ids[0].tolist(), past_key_values, kw))
+            cache = (past_key_values or 0) + input_ids.shape[1]
+            return type("Out", (), {"logits": torch.zeros(1, input_ids.shape[1], 5), "past_key_values": cache})()
+
+    m = Model()
+    step = G.ModelStep(m)
+    assert step([1, 2, 3]).shape == (5,) and step([4]).shape == (5,)
+    assert m.calls == [([1, 2, 3], None, {"logits_to_keep": 1}), ([4], 3, {"logits_to_keep": 1})] and step.cache == 4
+    G.ModelStep(m, 7, last_logits_only=False)([5])
+    assert m.calls[-1] == ([5], 7, {})
