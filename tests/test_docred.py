@@ -48,18 +48,3 @@ def test_results_from_a_triple_memory(corpus):
     assert lookup(Triple("Loud Tour", "performer", "")) == ["Rihanna"]
     rows = read_examples(doc, rn, lookup, results_source="memory")
     assert rows and all(r["results_source"] == "memory" and r["results"] for r in rows)
-
-
-def test_moved_names_still_import_from_docred():
-    """Notebooks 04–06 and `perplexity` import these from `docred`; they are the objects of their new modules."""
-    from retllm_utils import memory
-    from retllm_utils.memllm import docred, examples, saved_dataset
-    from retllm_utils.memllm.docred import MAX_QUERIES  # as `perplexity` imports it
-
-    assert MAX_QUERIES == examples.MAX_QUERIES == 3 and docred.Q_THR == memory.Q_THR == 30
-    for name in ("AMBIGUOUS_QUERIES", "write_examples", "render", "make_dataset"):
-        assert getattr(docred, name) is getattr(examples, name)
-    for name in ("dataset_dir", "load_or_build"):
-        assert getattr(docred, name) is getattr(saved_dataset, name)
-    with pytest.raises(AttributeError, match="no attribute 'PROFILE_DOCS'"):
-        docred.PROFILE_DOCS

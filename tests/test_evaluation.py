@@ -2,9 +2,9 @@
 per-type summary, and the end-to-end evaluator with a scripted model."""
 import pytest
 
-from retllm_utils.retllm import evaluation as ev
 from retllm_utils.metrics import PRF
 from retllm_utils.models import NgramEmbedder
+from retllm_utils.retllm import evaluation as ev
 
 SCENE = [["Ann Lee", "employed by", "Pfizer"], ["Bo Wu", "employed by", "Pfizer"], ["Cy Li", "customer of", "BMW"]]
 READ = {"id": "t-1", "kind": "read", "query_type": "org_rel", "relation": "employment", "user": "Who works for Pfizer?",

@@ -1,8 +1,8 @@
 """The set-up files agree with each other: environment.yml, pyproject.toml, Makefile, README, .ci/run."""
 import re
-import tomllib
 from pathlib import Path
 
+import tomllib
 import yaml
 from packaging.specifiers import SpecifierSet
 

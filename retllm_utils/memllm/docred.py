@@ -217,20 +217,3 @@ class GoldMemory:
 def triple_memory_lookup(memory: Any) -> Lookup:
     """Lookup over a `TripleMemory` (MemLLM scores and thresholds, before Q_thr): the other entities, best first."""
     return lambda query: [other for other, _score, _t in memory.memllm_search(query)]
-
-
-# ----------------------------------------------------------------------------------------------- moved names
-# Names that moved out of this module, still importable from here until notebooks 04–06 and `perplexity` import
-# them from their new homes: name -> module of this package.
-_MOVED = {**dict.fromkeys(("MAX_QUERIES", "Q_THR", "AMBIGUOUS_QUERIES", "write_examples", "render", "make_dataset"),
-                          "examples"),
-          **dict.fromkeys(("dataset_dir", "load_or_build"), "saved_dataset")}
-
-
-def __getattr__(name: str) -> Any:
-    """A moved name, fetched on first use: its module imports this one, so it cannot be imported at the top."""
-    if name not in _MOVED:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    from importlib import import_module
-
-    return getattr(import_module(f".{_MOVED[name]}", __package__), name)

@@ -52,7 +52,7 @@ from ..api import (
     parse_memllm,
 )
 from ..prompts import end_token
-from .docred import MAX_QUERIES
+from .examples import MAX_QUERIES
 
 __all__ = ["Step", "ModelStep", "model_steps", "OPEN", "piece", "token_id", "end_id", "write_head", "WriteCall",
            "write_call", "ReadQuery", "read_query", "Text", "continue_text"]

@@ -10,7 +10,7 @@ tokenized in pieces cut before each gold read word, so every gold read point is 
 until the next read replaces it (earlier calls are removed from the context, as in the paper). The call and
 the memory's reply are tokenized as pieces of their own, as `training.tokenize_with_spans` cuts training
 examples and `generation` decodes, and the text after a call keeps its leading space (" artist"), as the read
-training rows do (`docred` module doc), so every Table 1 row scores the same tokens D[1:].
+training rows do (`examples` module doc), so every Table 1 row scores the same tokens D[1:].
 
 Where reads happen (`ReadSetup.positions`): "none"; "gold" (the dev set's read points); "model": at every
 boundary where the model's top next token is "({" (the call opener) in the current context. The query is the
