@@ -15,6 +15,7 @@ If a trained LoRA adapter exists under runs/retllm/cpu/ it is loaded with peft a
 model, which does not know the API, has the API call forced token by token (as
 tests/test_controller.py::test_pause_memory_resume_on_the_real_model), then generates the answer freely.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -46,6 +47,7 @@ class Timed:
                 return fn(*a, **kw)
             finally:
                 self.s[label] = self.s.get(label, 0.0) + time.perf_counter() - t0
+
         return inner
 
 
@@ -82,10 +84,16 @@ def main() -> None:
     t0 = time.perf_counter()
     model, tok = load_model(device="cpu")
     load_s = time.perf_counter() - t0
-    adapter = None if a.adapter == "none" else find_adapter(RUNS / "retllm" / "cpu") if a.adapter == "auto" \
+    adapter = (
+        None
+        if a.adapter == "none"
+        else find_adapter(RUNS / "retllm" / "cpu")
+        if a.adapter == "auto"
         else Path(a.adapter)
+    )
     if adapter is not None:
         from peft import PeftModel
+
         model = PeftModel.from_pretrained(model, str(adapter)).merge_and_unload().eval()
     mode = f"trained LoRA adapter {os.path.relpath(adapter)} (merged)" if adapter else "base model, API call forced"
     print("model:", mode, flush=True)
@@ -110,8 +118,10 @@ def main() -> None:
 
     test = load_synthetic("cpu")["test"]
     # one more example of each kind than timed: the first warms up (allocator, caches) and is not recorded
-    examples = {"write": [r for r in test if r["kind"] == "write"][:a.repeats + 1],
-                "read": [r for r in test if r["kind"] == "read" and r["triples"]][:a.repeats + 1]}
+    examples = {
+        "write": [r for r in test if r["kind"] == "write"][: a.repeats + 1],
+        "read": [r for r in test if r["kind"] == "read" and r["triples"]][: a.repeats + 1],
+    }
     rows, turns = [], []
     for kind in ("write", "read"):
         for i, ex in enumerate(examples[kind]):
@@ -121,7 +131,7 @@ def main() -> None:
             if adapter is None:
                 base = tok(prompt, add_special_tokens=False)["input_ids"]
                 full = tok(prompt + ex["api"], add_special_tokens=False)["input_ids"]
-                kw["logits_processor"] = LogitsProcessorList([ctl.ForceThenFree(len(base), full[len(base):])])
+                kw["logits_processor"] = LogitsProcessorList([ctl.ForceThenFree(len(base), full[len(base) :])])
             gen = ctl.HFGenerator(model, tok, **kw)
             controller = ctl.RetLLMController(gen, TimedMemory(memory, timer), lambda u: chat_prompt(tok, u))
             timer.s.clear()
@@ -132,45 +142,107 @@ def main() -> None:
             if i == 0:
                 continue
             # generated tokens: the model's own text (the memory's reply is appended, not generated)
-            n_new = sum(len(tok(e["text"], add_special_tokens=False)["input_ids"]) for e in turn.trace
-                        if e["event"] == "model")
+            n_new = sum(
+                len(tok(e["text"], add_special_tokens=False)["input_ids"]) for e in turn.trace if e["event"] == "model"
+            )
             s = dict(timer.s)
             generation = s.get("generate", 0.0) - s.get("pause_check", 0.0)
             memory_s = s.get("memory", 0.0)
             reads = [e for e in turn.trace if e["event"] == "read"]
-            rec = {"kind": kind, "user": ex["user"], "model_text": turn.model_text, "answer": turn.answer,
-                   "read_results": sum(len(e["results"]) for e in reads),
-                   "read_dropped": sum(e["dropped"] for e in reads),
-                   "events": [e["event"] for e in turn.trace], "api_ok": turn.model_text.startswith(ex["api"]),
-                   "total_ms": total * 1e3, "generation_ms": generation * 1e3, "memory_ms": memory_s * 1e3,
-                   "encoder_ms": s.get("encoder", 0.0) * 1e3, "pause_check_ms": s.get("pause_check", 0.0) * 1e3,
-                   "overhead_ms": (total - generation - memory_s) * 1e3, "tokens": n_new,
-                   "generation_ms_per_token": generation * 1e3 / max(n_new, 1), "loadavg": load0}
+            rec = {
+                "kind": kind,
+                "user": ex["user"],
+                "model_text": turn.model_text,
+                "answer": turn.answer,
+                "read_results": sum(len(e["results"]) for e in reads),
+                "read_dropped": sum(e["dropped"] for e in reads),
+                "events": [e["event"] for e in turn.trace],
+                "api_ok": turn.model_text.startswith(ex["api"]),
+                "total_ms": total * 1e3,
+                "generation_ms": generation * 1e3,
+                "memory_ms": memory_s * 1e3,
+                "encoder_ms": s.get("encoder", 0.0) * 1e3,
+                "pause_check_ms": s.get("pause_check", 0.0) * 1e3,
+                "overhead_ms": (total - generation - memory_s) * 1e3,
+                "tokens": n_new,
+                "generation_ms_per_token": generation * 1e3 / max(n_new, 1),
+                "loadavg": load0,
+            }
             turns.append(rec)
     for kind in ("write", "read"):
         rs = [r for r in turns if r["kind"] == kind]
-        med = {k: float(np.median([r[k] for r in rs])) for k in (
-            "total_ms", "generation_ms", "memory_ms", "encoder_ms", "pause_check_ms", "overhead_ms", "tokens",
-            "generation_ms_per_token", "loadavg")}
-        rows.append({"turn": kind, "n": len(rs), **med, "max_total_ms": max(r["total_ms"] for r in rs),
-                     "read_dropped": sum(r["read_dropped"] for r in rs)})
-    res = {"benchmark": "controller", "model": "smollm2-135m-instruct (fp32, CPU)", "mode": mode,
-           "adapter": None if adapter is None else os.path.relpath(adapter), "memory": memory_desc,
-           "memory_triples": n_before, "index": "hnsw", "threads": a.threads, "max_new_tokens": a.max_new_tokens,
-           "model_load_s": load_s, "summary_median": rows, "turns": turns, "machine": machine(),
-           "busy_processes": busy_processes(), "loadavg_end": loadavg(),
-           "time": time.strftime("%Y-%m-%d %H:%M:%S")}
+        med = {
+            k: float(np.median([r[k] for r in rs]))
+            for k in (
+                "total_ms",
+                "generation_ms",
+                "memory_ms",
+                "encoder_ms",
+                "pause_check_ms",
+                "overhead_ms",
+                "tokens",
+                "generation_ms_per_token",
+                "loadavg",
+            )
+        }
+        rows.append(
+            {
+                "turn": kind,
+                "n": len(rs),
+                **med,
+                "max_total_ms": max(r["total_ms"] for r in rs),
+                "read_dropped": sum(r["read_dropped"] for r in rs),
+            }
+        )
+    res = {
+        "benchmark": "controller",
+        "model": "smollm2-135m-instruct (fp32, CPU)",
+        "mode": mode,
+        "adapter": None if adapter is None else os.path.relpath(adapter),
+        "memory": memory_desc,
+        "memory_triples": n_before,
+        "index": "hnsw",
+        "threads": a.threads,
+        "max_new_tokens": a.max_new_tokens,
+        "model_load_s": load_s,
+        "summary_median": rows,
+        "turns": turns,
+        "machine": machine(),
+        "busy_processes": busy_processes(),
+        "loadavg_end": loadavg(),
+        "time": time.strftime("%Y-%m-%d %H:%M:%S"),
+    }
     memory.close()
     shutil.rmtree(tmp)
     path = save_result(a.out, res)
-    print(table(rows, ["turn", "n", "total_ms", "max_total_ms", "read_dropped", "generation_ms", "memory_ms",
-                       "encoder_ms", "overhead_ms", "pause_check_ms", "tokens", "generation_ms_per_token", "loadavg"]))
+    print(
+        table(
+            rows,
+            [
+                "turn",
+                "n",
+                "total_ms",
+                "max_total_ms",
+                "read_dropped",
+                "generation_ms",
+                "memory_ms",
+                "encoder_ms",
+                "overhead_ms",
+                "pause_check_ms",
+                "tokens",
+                "generation_ms_per_token",
+                "loadavg",
+            ],
+        )
+    )
     for r in turns[:1] + [t for t in turns if t["kind"] == "read"][:1]:
         print(f"{r['kind']}: {r['user']!r} -> {r['model_text'][:160]!r}")
 
     import matplotlib
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+
     fig, ax = plt.subplots(figsize=(7, 2.4), dpi=100)
     left = np.zeros(len(rows))
     for part, color in (("generation_ms", "tab:blue"), ("memory_ms", "tab:green"), ("overhead_ms", "tab:gray")):

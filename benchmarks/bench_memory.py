@@ -15,6 +15,7 @@ Query vectors come from the cache, so lookup latency excludes the encoder; the e
 and phrases/s in batches) is measured apart, and embedding time at each size = new phrases / that rate.
 Results merge into results/memory.json by (size, kind), so sizes can be measured in separate runs.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -57,8 +58,13 @@ NBITS_SWEEP = [128, 256, 512, 768, 1536]  # 3072: a 3072x3072 QR, 13 s per open
 
 
 def mem_files(path: Path) -> list[Path]:
-    return [path, Path(f"{path}-wal"), Path(f"{path}-shm"), Path(f"{path}.entity.faiss"),
-            Path(f"{path}.relation.faiss")]
+    return [
+        path,
+        Path(f"{path}-wal"),
+        Path(f"{path}-shm"),
+        Path(f"{path}.entity.faiss"),
+        Path(f"{path}.relation.faiss"),
+    ]
 
 
 class DictEmbedder:
@@ -91,6 +97,7 @@ class TimedEmbedder:
 def build_memory(path: Path, kind: str, embedder, triples, batch: int) -> dict:
     """Write `triples` in batches into a new memory at `path`, then close it (saving the indexes)."""
     from retllm_utils.memory import TripleMemory
+
     ents, rels = phrases_of(triples)
     emb = TimedEmbedder(embedder)
     for f in mem_files(path):
@@ -100,20 +107,29 @@ def build_memory(path: Path, kind: str, embedder, triples, batch: int) -> dict:
     mem = TripleMemory(path, embedder=emb, index=kind)
     t0 = time.perf_counter()
     for i in range(0, len(triples), batch):
-        mem.write_many(triples[i:i + batch])
+        mem.write_many(triples[i : i + batch])
     write_s = time.perf_counter() - t0
     rss_built = rss_mib() - rss0
     t1 = time.perf_counter()
     mem.close()
     save_s = time.perf_counter() - t1
     n = len(triples)
-    return {"n_triples": n, "n_entities": len(ents), "n_relations": len(rels), "batch": batch,
-            "write_s": write_s, "cache_lookup_s": emb.seconds, "store_index_s": write_s - emb.seconds,
-            "store_index_triples_per_s": n / (write_s - emb.seconds), "save_s": save_s,
-            "build_rss_mib": rss_built, "build_peak_rss_mib": peak_rss_mib(),
-            "disk_mib": dir_size_mib(mem_files(path)),
-            "disk_files_mib": {f.name: round(f.stat().st_size / 2**20, 1) for f in mem_files(path) if f.exists()},
-            "loadavg_build": [load0, loadavg()]}
+    return {
+        "n_triples": n,
+        "n_entities": len(ents),
+        "n_relations": len(rels),
+        "batch": batch,
+        "write_s": write_s,
+        "cache_lookup_s": emb.seconds,
+        "store_index_s": write_s - emb.seconds,
+        "store_index_triples_per_s": n / (write_s - emb.seconds),
+        "save_s": save_s,
+        "build_rss_mib": rss_built,
+        "build_peak_rss_mib": peak_rss_mib(),
+        "disk_mib": dir_size_mib(mem_files(path)),
+        "disk_files_mib": {f.name: round(f.stat().st_size / 2**20, 1) for f in mem_files(path) if f.exists()},
+        "loadavg_build": [load0, loadavg()],
+    }
 
 
 def worker_build(a) -> dict:
@@ -148,15 +164,24 @@ def _lookups(mem, exact, fuzzy, gt_cos, warm=50):
         same_src += sub.stored == src
         fz_n += len(res.matches)
     k = len(fuzzy)
-    return {"exact": {**percentiles_ms(ex_t), "mean_results": ex_n / len(exact)},
-            "fuzzy": {**percentiles_ms(fz_t), "recall_at_1": hits / k, "accepted": accepted / k,
-                      "nearest_is_source": same_src / k, "mean_results": fz_n / k}}
+    return {
+        "exact": {**percentiles_ms(ex_t), "mean_results": ex_n / len(exact)},
+        "fuzzy": {
+            **percentiles_ms(fz_t),
+            "recall_at_1": hits / k,
+            "accepted": accepted / k,
+            "nearest_is_source": same_src / k,
+            "mean_results": fz_n / k,
+        },
+    }
 
 
-def query_memory(path: Path, kind: str, embedder, exact, fuzzy, gt, sweep: bool, ef_sweep=EF_SWEEP,
-                 nbits_sweep=NBITS_SWEEP) -> dict:
+def query_memory(
+    path: Path, kind: str, embedder, exact, fuzzy, gt, sweep: bool, ef_sweep=EF_SWEEP, nbits_sweep=NBITS_SWEEP
+) -> dict:
     """Reopen the memory at `path`, then time exact and fuzzy reads one at a time (and sweep, if asked)."""
     from retllm_utils.memory import TripleMemory
+
     load0 = loadavg()
     rss0 = rss_mib()
     t0 = time.perf_counter()
@@ -176,8 +201,7 @@ def query_memory(path: Path, kind: str, embedder, exact, fuzzy, gt, sweep: bool,
         for nbits in list(nbits_sweep) + [None]:  # None last: leaves the saved index at the default nbits
             m = TripleMemory(path, embedder=embedder, index="lsh", lsh_nbits=nbits)
             if nbits is not None:
-                points.append({"param": "nbits", "value": nbits,
-                               **_lookups(m, exact[:100], fuzzy, gt)["fuzzy"]})
+                points.append({"param": "nbits", "value": nbits, **_lookups(m, exact[:100], fuzzy, gt)["fuzzy"]})
             m.close()
     out["sweep"] = points
     out["loadavg_query"] = [load0, loadavg()]
@@ -190,13 +214,30 @@ def worker_query(a) -> dict:
     z = np.load(a.queries_file.replace(".json", ".npz"))
     name, dim, th = default_embedder_info(a.encoder)
     emb = DictEmbedder(name, dim, th, z["texts"].tolist(), z["vecs"])
-    return query_memory(Path(a.path), a.kind, emb, [tuple(x) for x in q["exact"]],
-                        [(tuple(x), src) for x, src in q["fuzzy"]], q["gt_cos"], a.sweep)
+    return query_memory(
+        Path(a.path),
+        a.kind,
+        emb,
+        [tuple(x) for x in q["exact"]],
+        [(tuple(x), src) for x, src in q["fuzzy"]],
+        q["gt_cos"],
+        a.sweep,
+    )
 
 
-def run_in_process(n: int, embedder, workdir: Path, kinds=KINDS, seed: int = 0, queries: int = 200,
-                   sweep: bool = True, batch: int = 10_000, threads: int = 1, ef_sweep=EF_SWEEP,
-                   nbits_sweep=NBITS_SWEEP) -> dict:
+def run_in_process(
+    n: int,
+    embedder,
+    workdir: Path,
+    kinds=KINDS,
+    seed: int = 0,
+    queries: int = 200,
+    sweep: bool = True,
+    batch: int = 10_000,
+    threads: int = 1,
+    ef_sweep=EF_SWEEP,
+    nbits_sweep=NBITS_SWEEP,
+) -> dict:
     """The whole benchmark for a small size in this process, with any embedder (e.g. NgramEmbedder): for the
     notebook's smoke profile. Same record format as results/memory.json; RSS is not isolated per phase."""
     set_threads(threads)
@@ -214,12 +255,22 @@ def run_in_process(n: int, embedder, workdir: Path, kinds=KINDS, seed: int = 0, 
     runs = []
     for kind in kinds:
         path = Path(workdir) / f"{size_label(n)}-{kind}.sqlite"
-        rec = {"size": size_label(n), "kind": kind, **build_memory(path, kind, emb, triples, batch),
-               **query_memory(path, kind, emb, exact, fuzzy, gt.tolist(), sweep, ef_sweep, nbits_sweep)}
+        rec = {
+            "size": size_label(n),
+            "kind": kind,
+            **build_memory(path, kind, emb, triples, batch),
+            **query_memory(path, kind, emb, exact, fuzzy, gt.tolist(), sweep, ef_sweep, nbits_sweep),
+        }
         rec["embed_s"] = embed_s
         runs.append(rec)
-    return {"benchmark": "memory", "embedder": embedder.name, "seed": seed, "queries": queries, "runs": runs,
-            "machine": machine()}
+    return {
+        "benchmark": "memory",
+        "embedder": embedder.name,
+        "seed": seed,
+        "queries": queries,
+        "runs": runs,
+        "machine": machine(),
+    }
 
 
 # ---------------------------------------------------------------------------------------------- driver
@@ -230,14 +281,34 @@ def ground_truth(cache: VectorCache, ents: list[str], fuzzy) -> np.ndarray:
     Q = cache.get(terms)
     best = np.full(len(terms), -2.0, np.float32)
     for i in range(0, len(E), 50_000):
-        best = np.maximum(best, (Q @ E[i:i + 50_000].T).max(axis=1))
+        best = np.maximum(best, (Q @ E[i : i + 50_000].T).max(axis=1))
     return best
 
 
 def run_worker(role: str, a, kind: str, n: int, path: Path, extra: list[str] = ()) -> dict:
-    cmd = [sys.executable, __file__, "--worker", role, "--kind", kind, "--size", str(n), "--path", str(path),
-           "--seed", str(a.seed), "--queries", str(a.queries), "--threads", str(a.threads),
-           "--batch", str(a.batch), "--encoder", a.encoder, *extra]
+    cmd = [
+        sys.executable,
+        __file__,
+        "--worker",
+        role,
+        "--kind",
+        kind,
+        "--size",
+        str(n),
+        "--path",
+        str(path),
+        "--seed",
+        str(a.seed),
+        "--queries",
+        str(a.queries),
+        "--threads",
+        str(a.threads),
+        "--batch",
+        str(a.batch),
+        "--encoder",
+        a.encoder,
+        *extra,
+    ]
     p = subprocess.run(cmd, capture_output=True, text=True)
     if p.returncode:
         sys.stderr.write(p.stdout + p.stderr)
@@ -248,6 +319,7 @@ def run_worker(role: str, a, kind: str, n: int, path: Path, extra: list[str] = (
 def encoder_speed(encoder: str, phrases: list[str], threads: int) -> dict:
     """The default encoder measured now: one phrase at a time (as a fuzzy query) and batched (as a write)."""
     import torch
+
     torch.set_num_threads(threads)
     emb = load_default_embedder(encoder)
     emb.encode(phrases[:64])
@@ -256,18 +328,24 @@ def encoder_speed(encoder: str, phrases: list[str], threads: int) -> dict:
         t0 = time.perf_counter()
         emb.encode([p])
         one.append(time.perf_counter() - t0)
-    batch = phrases[100:100 + 2048]
+    batch = phrases[100 : 100 + 2048]
     t0 = time.perf_counter()
     emb.encode(batch)
     dt = time.perf_counter() - t0
-    return {"one_phrase": percentiles_ms(one), "batch_phrases_per_s": len(batch) / dt, "threads": threads,
-            "loadavg": loadavg()}
+    return {
+        "one_phrase": percentiles_ms(one),
+        "batch_phrases_per_s": len(batch) / dt,
+        "threads": threads,
+        "loadavg": loadavg(),
+    }
 
 
 def figure(res: dict, stem: str = "memory") -> list[Path]:
     import matplotlib
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+
     runs = res["runs"]
     colors = {"flat": "tab:gray", "lsh": "tab:orange", "hnsw": "tab:blue"}
     fig, axes = plt.subplots(1, 3, figsize=(12, 3.6), dpi=100)
@@ -277,8 +355,9 @@ def figure(res: dict, stem: str = "memory") -> list[Path]:
             continue
         x = [r["n_triples"] for r in rs]
         axes[0].plot(x, [r["fuzzy"]["p50_ms"] for r in rs], "o-", color=colors[kind], label=f"{kind} fuzzy p50")
-        axes[0].plot(x, [r["exact"]["p50_ms"] for r in rs], "s--", color=colors[kind], alpha=0.6,
-                     label=f"{kind} exact p50")
+        axes[0].plot(
+            x, [r["exact"]["p50_ms"] for r in rs], "s--", color=colors[kind], alpha=0.6, label=f"{kind} exact p50"
+        )
         axes[1].plot(x, [r["store_index_triples_per_s"] for r in rs], "o-", color=colors[kind], label=kind)
         axes[2].plot(x, [r["open_rss_mib"] for r in rs], "o-", color=colors[kind], label=f"{kind} RSS")
         axes[2].plot(x, [r["disk_mib"] for r in rs], "s--", color=colors[kind], alpha=0.6, label=f"{kind} disk")
@@ -299,19 +378,35 @@ def figure(res: dict, stem: str = "memory") -> list[Path]:
         fig, ax = plt.subplots(figsize=(5.5, 3.8), dpi=100)
         for r in sweeps:
             pts = r["sweep"]
-            ax.plot([p["p50_ms"] for p in pts], [p["recall_at_1"] for p in pts], "o-", color=colors[r["kind"]],
-                    label=f"{r['kind']} {pts[0]['param']} @ {size_label(r['n_triples'])}")
+            ax.plot(
+                [p["p50_ms"] for p in pts],
+                [p["recall_at_1"] for p in pts],
+                "o-",
+                color=colors[r["kind"]],
+                label=f"{r['kind']} {pts[0]['param']} @ {size_label(r['n_triples'])}",
+            )
             for p in pts:
-                ax.annotate(str(p["value"]), (p["p50_ms"], p["recall_at_1"]), fontsize=6, xytext=(3, -8),
-                            textcoords="offset points")
+                ax.annotate(
+                    str(p["value"]),
+                    (p["p50_ms"], p["recall_at_1"]),
+                    fontsize=6,
+                    xytext=(3, -8),
+                    textcoords="offset points",
+                )
         flat = [r for r in runs if r["kind"] == "flat" and r["n_triples"] in {s["n_triples"] for s in sweeps}]
         for r in flat:
-            ax.plot(r["fuzzy"]["p50_ms"], r["fuzzy"]["recall_at_1"], "s", color=colors["flat"],
-                    label=f"flat @ {size_label(r['n_triples'])}")
+            ax.plot(
+                r["fuzzy"]["p50_ms"],
+                r["fuzzy"]["recall_at_1"],
+                "s",
+                color=colors["flat"],
+                label=f"flat @ {size_label(r['n_triples'])}",
+            )
         ax.axhline(0.95, color="k", lw=0.6, ls=":")
         ax.axvline(1.0, color="k", lw=0.6, ls=":")
-        ax.set(xscale="log", xlabel="fuzzy lookup p50 (ms)", ylabel="recall@1 vs exact search",
-               title="recall vs latency")
+        ax.set(
+            xscale="log", xlabel="fuzzy lookup p50 (ms)", ylabel="recall@1 vs exact search", title="recall vs latency"
+        )
         ax.legend(fontsize=7)
         ax.grid(alpha=0.3)
         fig.tight_layout()
@@ -333,8 +428,12 @@ def main() -> None:
     ap.add_argument("--encoder-check", type=int, default=1, help="0: skip timing the encoder itself")
     ap.add_argument("--encoder-only", action="store_true", help="only time the encoder, keep the memory results")
     ap.add_argument("--dir", type=Path, default=CACHE / "memories", help="where the memories are built")
-    ap.add_argument("--encoder", choices=["minilm", "ngram"], default="minilm",
-                    help="minilm: the bundled all-MiniLM-L6-v2; ngram: hashed trigrams, 384-d (no model, for scale)")
+    ap.add_argument(
+        "--encoder",
+        choices=["minilm", "ngram"],
+        default="minilm",
+        help="minilm: the bundled all-MiniLM-L6-v2; ngram: hashed trigrams, 384-d (no model, for scale)",
+    )
     ap.add_argument("--out", default=None, help="results/<out>.json (default memory, or memory_ngram)")
     ap.add_argument("--worker", choices=["build", "query"], help=argparse.SUPPRESS)
     ap.add_argument("--kind", help=argparse.SUPPRESS)
@@ -351,17 +450,28 @@ def main() -> None:
     cache = VectorCache(name)
     out_path = RESULTS / f"{a.out}.json"
     res = json.loads(out_path.read_text()) if out_path.exists() else {"runs": []}
-    res.update({"benchmark": "memory", "embedder": name, "seed": a.seed, "queries": a.queries,
-                "faiss_threads": a.threads, "batch": a.batch, "machine": machine(),
-                "cache_fill": cache.encode_rate()})
+    res.update(
+        {
+            "benchmark": "memory",
+            "embedder": name,
+            "seed": a.seed,
+            "queries": a.queries,
+            "faiss_threads": a.threads,
+            "batch": a.batch,
+            "machine": machine(),
+            "cache_fill": cache.encode_rate(),
+        }
+    )
     a.dir.mkdir(parents=True, exist_ok=True)
     for size in [] if a.encoder_only else a.sizes:
         n = parse_size(size)
         triples, exact, fuzzy, needed = workload(n, a.seed, a.queries)
         missing = cache.missing(needed)
         if missing:
-            raise SystemExit(f"{len(missing):,} phrases of {size} are not in the vector cache: run "
-                             f"benchmarks/embed_cache.py --encoder {a.encoder} --sizes {size} first")
+            raise SystemExit(
+                f"{len(missing):,} phrases of {size} are not in the vector cache: run "
+                f"benchmarks/embed_cache.py --encoder {a.encoder} --sizes {size} first"
+            )
         ents, rels = phrases_of(triples)
         gt = ground_truth(cache, ents, fuzzy)
         del triples
@@ -376,17 +486,41 @@ def main() -> None:
             busy = busy_processes()
             if a.no_build and path.exists():
                 prev = next((r for r in res["runs"] if r["n_triples"] == n and r["kind"] == kind), None)
-                build = {k: v for k, v in (prev or {}).items() if k in (
-                    "n_triples", "n_entities", "n_relations", "batch", "write_s", "cache_lookup_s", "store_index_s",
-                    "store_index_triples_per_s", "save_s", "build_rss_mib", "build_peak_rss_mib", "disk_mib",
-                    "disk_files_mib", "loadavg_build")}
+                build = {
+                    k: v
+                    for k, v in (prev or {}).items()
+                    if k
+                    in (
+                        "n_triples",
+                        "n_entities",
+                        "n_relations",
+                        "batch",
+                        "write_s",
+                        "cache_lookup_s",
+                        "store_index_s",
+                        "store_index_triples_per_s",
+                        "save_s",
+                        "build_rss_mib",
+                        "build_peak_rss_mib",
+                        "disk_mib",
+                        "disk_files_mib",
+                        "loadavg_build",
+                    )
+                }
             else:
                 build = run_worker("build", a, kind, n, path)
                 print(f"   built: {build['store_index_triples_per_s']:,.0f} triples/s store+index", flush=True)
-            query = run_worker("query", a, kind, n, path,
-                               ["--queries-file", str(qfile)] + (["--sweep"] if a.sweep else []))
-            rec = {"size": size_label(n), "kind": kind, **build, **query, "busy_processes": busy,
-                   "time": time.strftime("%Y-%m-%d %H:%M:%S")}
+            query = run_worker(
+                "query", a, kind, n, path, ["--queries-file", str(qfile)] + (["--sweep"] if a.sweep else [])
+            )
+            rec = {
+                "size": size_label(n),
+                "kind": kind,
+                **build,
+                **query,
+                "busy_processes": busy,
+                "time": time.strftime("%Y-%m-%d %H:%M:%S"),
+            }
             if not a.sweep:  # keep an earlier sweep of this size and kind
                 prev = next((r for r in res["runs"] if r["n_triples"] == n and r["kind"] == kind), {})
                 rec["sweep"] = prev.get("sweep", [])
@@ -403,22 +537,39 @@ def main() -> None:
         if rate:
             r["write_triples_per_s_with_embedding"] = r["n_triples"] / (r["embed_s_est"] + r["store_index_s"])
     save_result(a.out, res)
-    rows = [{"size": r["size"], "index": r["kind"], "phrases": r["n_entities"] + r["n_relations"],
-             "embed s (est)": r.get("embed_s_est") or float("nan"), "store+index s": r["store_index_s"],
-             "store+index tr/s": r["store_index_triples_per_s"],
-             "exact p50 ms": r["exact"]["p50_ms"], "exact p99 ms": r["exact"]["p99_ms"],
-             "fuzzy p50 ms": r["fuzzy"]["p50_ms"], "fuzzy p99 ms": r["fuzzy"]["p99_ms"],
-             "recall@1": r["fuzzy"]["recall_at_1"], "RSS MiB": r["open_rss_mib"], "disk MiB": r["disk_mib"],
-             "reopen s": r["reopen_s"], "load": r["loadavg_query"][0][0]} for r in res["runs"]]
+    rows = [
+        {
+            "size": r["size"],
+            "index": r["kind"],
+            "phrases": r["n_entities"] + r["n_relations"],
+            "embed s (est)": r.get("embed_s_est") or float("nan"),
+            "store+index s": r["store_index_s"],
+            "store+index tr/s": r["store_index_triples_per_s"],
+            "exact p50 ms": r["exact"]["p50_ms"],
+            "exact p99 ms": r["exact"]["p99_ms"],
+            "fuzzy p50 ms": r["fuzzy"]["p50_ms"],
+            "fuzzy p99 ms": r["fuzzy"]["p99_ms"],
+            "recall@1": r["fuzzy"]["recall_at_1"],
+            "RSS MiB": r["open_rss_mib"],
+            "disk MiB": r["disk_mib"],
+            "reopen s": r["reopen_s"],
+            "load": r["loadavg_query"][0][0],
+        }
+        for r in res["runs"]
+    ]
     print(table(rows))
     for r in res["runs"]:
         for p in r.get("sweep", []):
-            print(f"  {r['size']} {r['kind']} {p['param']}={p['value']}: p50 {p['p50_ms']:.3f} ms "
-                  f"p99 {p['p99_ms']:.3f} ms recall@1 {p['recall_at_1']:.3f}")
+            print(
+                f"  {r['size']} {r['kind']} {p['param']}={p['value']}: p50 {p['p50_ms']:.3f} ms "
+                f"p99 {p['p99_ms']:.3f} ms recall@1 {p['recall_at_1']:.3f}"
+            )
     if res.get("encoder"):
         e = res["encoder"]
-        print(f"encoder ({name}, {e['threads']} threads): one phrase p50 {e['one_phrase']['p50_ms']:.1f} ms, "
-              f"batched {e['batch_phrases_per_s']:.0f} phrases/s (load {e['loadavg'][0]:.2f})")
+        print(
+            f"encoder ({name}, {e['threads']} threads): one phrase p50 {e['one_phrase']['p50_ms']:.1f} ms, "
+            f"batched {e['batch_phrases_per_s']:.0f} phrases/s (load {e['loadavg'][0]:.2f})"
+        )
     for f in figure(res, a.out):
         print("figure:", os.path.relpath(f))
     print("results:", os.path.relpath(out_path))

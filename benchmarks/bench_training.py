@@ -9,6 +9,7 @@ rendered by `prompts.retllm_example_text` (one epoch: both modes see the same to
 After an unrecorded warm-up run, the modes alternate (mask, no mask, no mask, mask, ...) so that a change in
 machine load hits both alike. tokens/s = non-padding tokens / trainer's train_runtime.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -53,8 +54,15 @@ def main() -> None:
         model, tokenizer = load_model(device="cpu")
         ds = data[mask] if steps == a.steps else data[mask].select(range(steps * a.batch))
         with tempfile.TemporaryDirectory() as out:
-            args = sft_config(out, batch_size=a.batch, max_length=a.max_length, seed=a.seed, max_steps=steps,
-                              logging_steps=steps, dataloader_num_workers=0)
+            args = sft_config(
+                out,
+                batch_size=a.batch,
+                max_length=a.max_length,
+                seed=a.seed,
+                max_steps=steps,
+                logging_steps=steps,
+                dataloader_num_workers=0,
+            )
             load0 = loadavg()[0]
             t0 = time.perf_counter()
             trainer = train_lora(model, tokenizer, ds, args, lora_config())
@@ -62,42 +70,76 @@ def main() -> None:
         logs = [h for h in trainer.state.log_history if "train_runtime" in h][-1]
         seen = max((h.get("num_tokens", 0) for h in trainer.state.log_history), default=0) or n_tokens
         loss = next((h["loss"] for h in trainer.state.log_history if "loss" in h), float("nan"))
-        return {"mask": mask, "steps": steps, "train_runtime_s": logs["train_runtime"], "wall_s": wall,
-                "tokens": seen, "tokens_per_s": seen / logs["train_runtime"],
-                "s_per_step": logs["train_runtime"] / steps, "loss": loss, "loadavg": load0}
+        return {
+            "mask": mask,
+            "steps": steps,
+            "train_runtime_s": logs["train_runtime"],
+            "wall_s": wall,
+            "tokens": seen,
+            "tokens_per_s": seen / logs["train_runtime"],
+            "s_per_step": logs["train_runtime"] / steps,
+            "loss": loss,
+            "loadavg": load0,
+        }
 
-    print(f"{n_tokens:,} tokens in {len(rows)} examples, {supervised:,} supervised under masks "
-          f"({supervised / n_tokens:.0%}); warm-up run...", flush=True)
+    print(
+        f"{n_tokens:,} tokens in {len(rows)} examples, {supervised:,} supervised under masks "
+        f"({supervised / n_tokens:.0%}); warm-up run...",
+        flush=True,
+    )
     run(True, 1)
     order = [m for i in range(a.rounds) for m in ((True, False) if i % 2 == 0 else (False, True))]
     runs = []
     for m in order:
         r = run(m, a.steps)
         runs.append(r)
-        print(f"  mask={m!s:5}  {r['tokens_per_s']:.0f} tokens/s  ({r['train_runtime_s']:.1f} s, loss {r['loss']:.3f}, "
-              f"load {r['loadavg']:.2f})", flush=True)
+        print(
+            f"  mask={m!s:5}  {r['tokens_per_s']:.0f} tokens/s  ({r['train_runtime_s']:.1f} s, loss {r['loss']:.3f}, "
+            f"load {r['loadavg']:.2f})",
+            flush=True,
+        )
     summary = []
     for m in (True, False):
         rs = [r for r in runs if r["mask"] == m]
-        summary.append({"labels": "span masks" if m else "all tokens", "runs": len(rs),
-                        "tokens_per_s_median": float(np.median([r["tokens_per_s"] for r in rs])),
-                        "tokens_per_s_min": min(r["tokens_per_s"] for r in rs),
-                        "tokens_per_s_max": max(r["tokens_per_s"] for r in rs),
-                        "s_per_step_median": float(np.median([r["s_per_step"] for r in rs])),
-                        "loss_first_log": float(np.median([r["loss"] for r in rs]))})
+        summary.append(
+            {
+                "labels": "span masks" if m else "all tokens",
+                "runs": len(rs),
+                "tokens_per_s_median": float(np.median([r["tokens_per_s"] for r in rs])),
+                "tokens_per_s_min": min(r["tokens_per_s"] for r in rs),
+                "tokens_per_s_max": max(r["tokens_per_s"] for r in rs),
+                "s_per_step_median": float(np.median([r["s_per_step"] for r in rs])),
+                "loss_first_log": float(np.median([r["loss"] for r in rs])),
+            }
+        )
     ratio = summary[0]["tokens_per_s_median"] / summary[1]["tokens_per_s_median"]
-    res = {"benchmark": "training", "model": "smollm2-135m-instruct (fp32, CPU)", "lora": "r=16 alpha=32 all-linear",
-           "steps": a.steps, "batch": a.batch, "examples": len(rows), "tokens_per_run": n_tokens,
-           "supervised_tokens_masked": supervised, "threads": a.threads, "runs": runs, "summary": summary,
-           "mask_over_nomask_speed": ratio, "machine": machine(), "busy_processes": busy_processes(),
-           "loadavg_end": loadavg(), "time": time.strftime("%Y-%m-%d %H:%M:%S")}
+    res = {
+        "benchmark": "training",
+        "model": "smollm2-135m-instruct (fp32, CPU)",
+        "lora": "r=16 alpha=32 all-linear",
+        "steps": a.steps,
+        "batch": a.batch,
+        "examples": len(rows),
+        "tokens_per_run": n_tokens,
+        "supervised_tokens_masked": supervised,
+        "threads": a.threads,
+        "runs": runs,
+        "summary": summary,
+        "mask_over_nomask_speed": ratio,
+        "machine": machine(),
+        "busy_processes": busy_processes(),
+        "loadavg_end": loadavg(),
+        "time": time.strftime("%Y-%m-%d %H:%M:%S"),
+    }
     path = save_result(a.out, res)
     print(table(summary))
     print(f"masked / unmasked throughput: {ratio:.3f}")
 
     import matplotlib
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+
     fig, ax = plt.subplots(figsize=(5, 2.6), dpi=100)
     for i, m in enumerate((True, False)):
         ys = [r["tokens_per_s"] for r in runs if r["mask"] == m]

@@ -5,6 +5,7 @@ figure `figures/07_<name>.png`. Vectors of the default encoder (all-MiniLM-L6-v2
 `benchmarks/cache/` (git-ignored) so that 1M triples are embedded once, in chunks that survive interruption;
 the time the encoder took is recorded with the cache and reported apart from store+index time.
 """
+
 from __future__ import annotations
 
 import json
@@ -61,22 +62,30 @@ def machine() -> dict[str, Any]:
     """What the numbers were measured on: cores, memory, CPU model, library versions."""
     info: dict[str, Any] = {"nproc": os.cpu_count(), "python": platform.python_version()}
     try:
-        mem_kb = next(int(line.split()[1]) for line in Path("/proc/meminfo").read_text().splitlines()
-                      if line.startswith("MemTotal:"))
+        mem_kb = next(
+            int(line.split()[1])
+            for line in Path("/proc/meminfo").read_text().splitlines()
+            if line.startswith("MemTotal:")
+        )
         info["mem_gib"] = round(mem_kb / 2**20, 1)
-        info["cpu"] = next(line.split(":", 1)[1].strip() for line in subprocess.run(
-            ["lscpu"], capture_output=True, text=True).stdout.splitlines() if line.startswith("Model name"))
+        info["cpu"] = next(
+            line.split(":", 1)[1].strip()
+            for line in subprocess.run(["lscpu"], capture_output=True, text=True).stdout.splitlines()
+            if line.startswith("Model name")
+        )
     except (StopIteration, OSError):
         pass
     from importlib.metadata import PackageNotFoundError, version
+
     for dist in ("faiss-cpu", "torch", "transformers", "trl", "peft", "sentence-transformers", "numpy"):
         try:
             info[dist] = version(dist)
         except PackageNotFoundError:
             pass
     try:
-        info["git"] = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
-                                     text=True).stdout.strip()
+        info["git"] = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
+        ).stdout.strip()
     except OSError:
         pass
     return info
@@ -97,6 +106,7 @@ def set_threads(n: int) -> None:
     """Threads for faiss and torch (1 for niced background work, 2 = all cores for timings)."""
     try:
         import faiss
+
         faiss.omp_set_num_threads(n)
     except ImportError:
         pass
@@ -121,6 +131,7 @@ def table(rows: Sequence[dict[str, Any]], cols: Sequence[str] | None = None) -> 
         if isinstance(v, float):
             return "nan" if v != v else f"{v:.3g}" if abs(v) < 1000 else f"{v:,.0f}"
         return str(v)
+
     cells = [[fmt(r.get(c, "")) for c in cols] for r in rows]
     width = [max(len(c), *(len(row[i]) for row in cells)) for i, c in enumerate(cols)]
     lines = ["  ".join(c.rjust(w) for c, w in zip(cols, width)), "  ".join("-" * w for w in width)]
@@ -175,8 +186,14 @@ class VectorCache:
         no = next(iter(self.index.values()))[0]
         return self._chunk(no).shape[1]
 
-    def fill(self, texts: Sequence[str], embedder: Any, chunk: int = 4096, budget_s: float | None = None,
-             verbose: bool = True) -> int:
+    def fill(
+        self,
+        texts: Sequence[str],
+        embedder: Any,
+        chunk: int = 4096,
+        budget_s: float | None = None,
+        verbose: bool = True,
+    ) -> int:
         """Encode and store the texts not cached yet, chunk by chunk; stops after `budget_s`. Returns # left."""
         todo = self.missing(texts)
         t_start = time.perf_counter()
@@ -184,23 +201,32 @@ class VectorCache:
         for i in range(0, len(todo), chunk):
             if budget_s is not None and time.perf_counter() - t_start > budget_s:
                 return len(todo) - i
-            part = todo[i:i + chunk]
+            part = todo[i : i + chunk]
             load0 = loadavg()[0]
             t0 = time.perf_counter()
             vecs = np.asarray(embedder.encode(part), np.float32)
             dt = time.perf_counter() - t0
             vecs /= np.maximum(np.linalg.norm(vecs, axis=1, keepdims=True), 1e-12)
             np.savez(self.dir / f"chunk-{no:05d}.npz", texts=np.array(part), vecs=vecs)
-            meta = {"chunk": no, "n": len(part), "encode_s": dt, "loadavg_before": load0,
-                    "loadavg_after": loadavg()[0], "threads": _torch_threads(), "nice": os.nice(0),
-                    "time": time.strftime("%Y-%m-%d %H:%M:%S")}
+            meta = {
+                "chunk": no,
+                "n": len(part),
+                "encode_s": dt,
+                "loadavg_before": load0,
+                "loadavg_after": loadavg()[0],
+                "threads": _torch_threads(),
+                "nice": os.nice(0),
+                "time": time.strftime("%Y-%m-%d %H:%M:%S"),
+            }
             (self.dir / f"chunk-{no:05d}.json").write_text(json.dumps(meta))
             self.log.append(meta)
             self.index.update((t, (no, j)) for j, t in enumerate(part))
             self._chunks[no] = vecs
             if verbose:
-                print(f"  cached {i + len(part):,}/{len(todo):,} phrases ({len(part) / dt:.0f}/s, load {load0:.2f})",
-                      flush=True)
+                print(
+                    f"  cached {i + len(part):,}/{len(todo):,} phrases ({len(part) / dt:.0f}/s, load {load0:.2f})",
+                    flush=True,
+                )
             no += 1
         return 0
 
@@ -209,11 +235,16 @@ class VectorCache:
         n = sum(m["n"] for m in self.log)
         s = sum(m["encode_s"] for m in self.log)
         best = max(self.log, key=lambda m: m["n"] / m["encode_s"], default=None)
-        return {"phrases": n, "encode_s": s, "phrases_per_s": n / s if s else float("nan"),
-                "best_chunk": None if best is None else {"phrases_per_s": best["n"] / best["encode_s"],
-                                                         "loadavg": best["loadavg_before"], "n": best["n"]},
-                "threads": sorted({m.get("threads") for m in self.log} - {None}),
-                "mean_loadavg": float(np.mean([m["loadavg_before"] for m in self.log])) if self.log else float("nan")}
+        return {
+            "phrases": n,
+            "encode_s": s,
+            "phrases_per_s": n / s if s else float("nan"),
+            "best_chunk": None
+            if best is None
+            else {"phrases_per_s": best["n"] / best["encode_s"], "loadavg": best["loadavg_before"], "n": best["n"]},
+            "threads": sorted({m.get("threads") for m in self.log} - {None}),
+            "mean_loadavg": float(np.mean([m["loadavg_before"] for m in self.log])) if self.log else float("nan"),
+        }
 
 
 def _torch_threads() -> int | None:
@@ -249,21 +280,23 @@ def default_embedder_info(encoder: str = "minilm") -> tuple[str, int, dict[str, 
     """(name, dim, thresholds) of a benchmark encoder, without loading it."""
     if encoder == "ngram":
         from retllm_utils.models import NgramEmbedder
+
         e = NgramEmbedder(384)  # the MiniLM's dim: same index and vector sizes, encoder cost ~0
         return e.name, e.dim, dict(e.thresholds)
     from retllm_utils.models import DEFAULT_EMBEDDER, MINILM_THRESHOLDS
+
     return DEFAULT_EMBEDDER, 384, dict(MINILM_THRESHOLDS)
 
 
 def load_default_embedder(encoder: str = "minilm") -> Any:
     from retllm_utils.models import NgramEmbedder, load_embedder
+
     return NgramEmbedder(384) if encoder == "ngram" else load_embedder()
 
 
 def percentiles_ms(samples_s: Sequence[float]) -> dict[str, float]:
     a = np.asarray(samples_s) * 1e3
-    return {"p50_ms": float(np.percentile(a, 50)), "p99_ms": float(np.percentile(a, 99)),
-            "mean_ms": float(a.mean())}
+    return {"p50_ms": float(np.percentile(a, 50)), "p99_ms": float(np.percentile(a, 99)), "mean_ms": float(a.mean())}
 
 
 def dir_size_mib(paths: Sequence[Path]) -> float:

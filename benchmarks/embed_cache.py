@@ -6,6 +6,7 @@ Encodes every phrase the given sizes need (stored entities and relations, and th
 default encoder (all-MiniLM-L6-v2) into benchmarks/cache/vectors/ (git-ignored), chunk by chunk: an
 interrupted or budget-limited run keeps what it did, the next run goes on. Each chunk records its encode time.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -25,6 +26,7 @@ def main() -> None:
     ap.add_argument("--budget-min", type=float, default=None, help="stop after this many minutes (resumable)")
     args = ap.parse_args()
     import torch
+
     torch.set_num_threads(args.threads)
     set_threads(args.threads)
     name, _, _ = default_embedder_info(args.encoder)

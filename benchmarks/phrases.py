@@ -5,6 +5,7 @@ Entities look like people, organisations, places and works ("Lena Okafor", "Brig
 Fuzzy queries are made by perturbing stored phrases the way users do: dropping a token, changing case,
 abbreviating, a typo.
 """
+
 from __future__ import annotations
 
 import json
@@ -12,10 +13,58 @@ import random
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-_SYL = ["ka", "lo", "mi", "ra", "ten", "bor", "vel", "an", "is", "or", "da", "ne", "sha", "ul", "fen", "tor",
-        "li", "mar", "zo", "en", "gri", "pa", "ho", "ly", "qu", "sto", "wi", "ber", "ca", "dun"]
-_ORG = ["Analytics", "Holdings", "Pharma", "Systems", "Capital", "Motors", "Foods", "Energy", "Labs", "Media",
-        "Logistics", "Bank", "Airlines", "Robotics", "Foundation", "University", "Institute", "Studios"]
+_SYL = [
+    "ka",
+    "lo",
+    "mi",
+    "ra",
+    "ten",
+    "bor",
+    "vel",
+    "an",
+    "is",
+    "or",
+    "da",
+    "ne",
+    "sha",
+    "ul",
+    "fen",
+    "tor",
+    "li",
+    "mar",
+    "zo",
+    "en",
+    "gri",
+    "pa",
+    "ho",
+    "ly",
+    "qu",
+    "sto",
+    "wi",
+    "ber",
+    "ca",
+    "dun",
+]
+_ORG = [
+    "Analytics",
+    "Holdings",
+    "Pharma",
+    "Systems",
+    "Capital",
+    "Motors",
+    "Foods",
+    "Energy",
+    "Labs",
+    "Media",
+    "Logistics",
+    "Bank",
+    "Airlines",
+    "Robotics",
+    "Foundation",
+    "University",
+    "Institute",
+    "Studios",
+]
 _SUFFIX = ["Ltd", "Inc", "Group", "AG", "SA", "Co", "GmbH", "plc", ""]
 _PLACE = ["Port", "New", "Lake", "Mount", "San", "North", "East", "Fort", ""]
 _WORK = ["The Silent", "A Distant", "Songs of the", "Return to", "The Last", "Beyond the", "Letters from"]
@@ -69,6 +118,6 @@ def perturb(phrase: str, rng: random.Random) -> str:
         return phrase.lower()
     if choice < 0.75 and len(phrase) > 4:
         i = rng.randrange(1, len(phrase) - 1)
-        return phrase[:i] + phrase[i + 1:]  # a dropped letter
+        return phrase[:i] + phrase[i + 1 :]  # a dropped letter
     i = rng.randrange(1, len(phrase) - 1) if len(phrase) > 2 else 0
-    return phrase[:i] + phrase[i:i + 2][::-1] + phrase[i + 2:]  # swapped letters
+    return phrase[:i] + phrase[i : i + 2][::-1] + phrase[i + 2 :]  # swapped letters

@@ -6,6 +6,7 @@ size, not lookup. Fuzzy lookups replace the subject (or object) of a stored trip
 (`phrases.perturb`: dropped token, lower case, dropped or swapped letters) that is not itself stored,
 so the memory must find the phrase through its index.
 """
+
 from __future__ import annotations
 
 import random
@@ -34,8 +35,9 @@ def exact_queries(triples: list[Triple3], n_queries: int, seed: int) -> list[Tri
     return out
 
 
-def fuzzy_queries(triples: list[Triple3], n_queries: int, seed: int,
-                  stored: set[str] | None = None) -> list[tuple[Triple3, str]]:
+def fuzzy_queries(
+    triples: list[Triple3], n_queries: int, seed: int, stored: set[str] | None = None
+) -> list[tuple[Triple3, str]]:
     """(query, the stored phrase it was made from): (s', r, '') or ('', r, o') with s' / o' a near-miss."""
     stored = stored if stored is not None else set(phrases_of(triples)[0])
     rng = random.Random(seed + 2)

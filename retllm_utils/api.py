@@ -17,6 +17,7 @@ backslash (``Washington\\, D.C.``), so a term is never split; `parse_*` undoes t
 raise: malformed calls come back as `ApiError` objects the caller can log, and nothing is written for
 them.
 """
+
 from __future__ import annotations
 
 import re
@@ -24,13 +25,34 @@ from dataclasses import dataclass
 from typing import NamedTuple, Sequence, Union
 
 __all__ = [
-    "Triple", "MemWrite", "MemRead", "ApiError", "ApiFormatError", "Call",
-    "format_retllm_write", "format_retllm_read_query", "format_retllm_read_reply", "format_retllm_read",
-    "parse_retllm", "strip_retllm_calls",
-    "format_memllm_write", "format_memllm_read_query", "format_memllm_read_reply", "format_memllm_read",
-    "parse_memllm", "strip_memllm_calls",
-    "RETLLM_WRITE_OPEN", "RETLLM_READ_OPEN", "MEMLLM_WRITE_OPEN", "MEMLLM_READ_OPEN", "MEMLLM_READ_SEP",
-    "MEMLLM_CLOSE", "USER_ST", "USER_END", "query_shape", "is_memllm_query",
+    "Triple",
+    "MemWrite",
+    "MemRead",
+    "ApiError",
+    "ApiFormatError",
+    "Call",
+    "format_retllm_write",
+    "format_retllm_read_query",
+    "format_retllm_read_reply",
+    "format_retllm_read",
+    "parse_retllm",
+    "strip_retllm_calls",
+    "format_memllm_write",
+    "format_memllm_read_query",
+    "format_memllm_read_reply",
+    "format_memllm_read",
+    "parse_memllm",
+    "strip_memllm_calls",
+    "RETLLM_WRITE_OPEN",
+    "RETLLM_READ_OPEN",
+    "MEMLLM_WRITE_OPEN",
+    "MEMLLM_READ_OPEN",
+    "MEMLLM_READ_SEP",
+    "MEMLLM_CLOSE",
+    "USER_ST",
+    "USER_END",
+    "query_shape",
+    "is_memllm_query",
 ]
 
 RETLLM_WRITE_OPEN = "[MEM_WRITE{"
@@ -104,7 +126,7 @@ def _split_unescaped(body: str, sep: str) -> list[str]:
     while i < len(body):
         c = body[i]
         if c == "\\" and i + 1 < len(body):
-            cur.append(body[i:i + 2])
+            cur.append(body[i : i + 2])
             i += 2
         elif body.startswith(sep, i):
             parts.append("".join(cur))
@@ -201,8 +223,10 @@ def parse_retllm(text: str) -> list[Call]:
         else:
             nxt = text.find("[MEM_", start + 1)
             end = len(text) if nxt < 0 else nxt
-            call, i = ApiError(f"unknown or malformed call {text[start:start + 20]!r}", start, end,
-                               text[start:end]), end
+            call, i = (
+                ApiError(f"unknown or malformed call {text[start : start + 20]!r}", start, end, text[start:end]),
+                end,
+            )
         calls.append(call)
 
 
@@ -226,39 +250,40 @@ def _parse_retllm_call(text: str, start: int, skip: int, *, write: bool) -> tupl
         return _err(f"{name}: unbalanced braces (no '}}' closing the triple)", text, start, end)
     parsed = _parse_triple(text[body_start:close], name)
     if isinstance(parsed, str):  # a write's closing ']' belongs to the bad call, not to the text after it
-        return _err(parsed, text, start, close + (2 if write and text[close + 1:close + 2] == "]" else 1))
+        return _err(parsed, text, start, close + (2 if write and text[close + 1 : close + 2] == "]" else 1))
     after = close + 1
     if write:
         if not all(parsed):
-            return _err(f"MEM_WRITE: empty term in {tuple(parsed)!r}", text, start,
-                        after + (text[after:after + 1] == "]"))
-        if text[after:after + 1] != "]":
+            return _err(
+                f"MEM_WRITE: empty term in {tuple(parsed)!r}", text, start, after + (text[after : after + 1] == "]")
+            )
+        if text[after : after + 1] != "]":
             return _err("MEM_WRITE: expected ']' after the triple", text, start, after + 1)
         return MemWrite((parsed,), start, after + 1), after + 1
     if not any(parsed):
         return _err("MEM_READ: all three terms are empty", text, start, after)
-    if text[after:after + 1] != ":":
+    if text[after : after + 1] != ":":
         return _err("MEM_READ: expected ':' after the query", text, start, after + 1)
     pos = after + 1
     if pos == len(text):
         return MemRead((parsed,), None, start, pos), pos  # paused: the memory has not replied
     results: list[Triple] = []
     while True:
-        if text[pos:pos + 1] == "]":
+        if text[pos : pos + 1] == "]":
             return MemRead((parsed,), tuple(results), start, pos + 1), pos + 1
-        if text[pos:pos + 1] != "{":
+        if text[pos : pos + 1] != "{":
             if pos == len(text):
                 return _err("MEM_READ: reply not closed with ']'", text, start, pos)
             return _err("MEM_READ: stray text in the memory's reply", text, start, pos + 1)
         close = _find_unescaped(text, "{}[]", pos + 1)
         if close < 0 or text[close] != "}":
             return _err("MEM_READ: unbalanced braces in the reply", text, start, len(text) if close < 0 else close)
-        t = _parse_triple(text[pos + 1:close], "MEM_READ reply")
+        t = _parse_triple(text[pos + 1 : close], "MEM_READ reply")
         if isinstance(t, str):
             return _err(t, text, start, close + 1)
         results.append(t)
         pos = close + 1
-        if text[pos:pos + 1] == ";":
+        if text[pos : pos + 1] == ";":
             pos += 1
 
 
@@ -266,7 +291,7 @@ def _without(text: str, calls: Sequence[Call]) -> str:
     """`text` with the character ranges of `calls` cut out."""
     out, i = [], 0
     for c in calls:
-        out.append(text[i:c.start])
+        out.append(text[i : c.start])
         i = c.end
     out.append(text[i:])
     return "".join(out)
@@ -360,8 +385,12 @@ def _parse_memllm_read(text: str, start: int) -> tuple[Call, int]:
         if isinstance(q, str):
             return _err(q, text, start, close + len(MEMLLM_READ_SEP))
         if not is_memllm_query(q):
-            return _err(f"MEM_READ: query {tuple(q)!r} must fix the relation and exactly one of subject/object",
-                        text, start, close + len(MEMLLM_READ_SEP))
+            return _err(
+                f"MEM_READ: query {tuple(q)!r} must fix the relation and exactly one of subject/object",
+                text,
+                start,
+                close + len(MEMLLM_READ_SEP),
+            )
         queries.append(q)
     pos = close + len(MEMLLM_READ_SEP)
     if pos == len(text):

@@ -11,6 +11,7 @@ next one is made, as in the paper. MemLLM decoding (late stopping, the read quer
 Only model-generated text is ever parsed for calls. User text is neutralised first (`[MEM_` → `[MEM `), so
 markup a user types is never executed, even if the model copies it.
 """
+
 from __future__ import annotations
 
 from collections import Counter
@@ -25,8 +26,17 @@ from .api import ApiError, MemRead, MemWrite, Triple
 from .memllm import generation
 from .prompts import chat_prompt, end_token
 
-__all__ = ["Generator", "HFGenerator", "ForceThenFree", "ScriptedGenerator", "RetLLMController", "MemLLMController",
-           "Turn", "neutralize", "retllm_pending_read"]
+__all__ = [
+    "Generator",
+    "HFGenerator",
+    "ForceThenFree",
+    "ScriptedGenerator",
+    "RetLLMController",
+    "MemLLMController",
+    "Turn",
+    "neutralize",
+    "retllm_pending_read",
+]
 
 Pause = Callable[[str], bool]
 StepFactory = Callable[[], generation.Step]  # a fresh step (empty KV cache) of one MemLLM model
@@ -56,7 +66,7 @@ class _PauseCriterion(StoppingCriteria):
         self.tokenizer, self.prompt_len, self.pause = tokenizer, prompt_len, pause
 
     def __call__(self, input_ids: torch.LongTensor, scores: Any, **kw: Any) -> torch.BoolTensor:
-        text = self.tokenizer.decode(input_ids[0, self.prompt_len:], skip_special_tokens=False)
+        text = self.tokenizer.decode(input_ids[0, self.prompt_len :], skip_special_tokens=False)
         return torch.full((input_ids.shape[0],), self.pause(text), dtype=torch.bool, device=input_ids.device)
 
 
@@ -84,8 +94,9 @@ class HFGenerator:
     training (`training.tokenize_with_spans`); re-tokenizing the whole string would merge e.g. ':' + ']'.
     """
 
-    def __init__(self, model: Any, tokenizer: Any, *, max_new_tokens: int = 96, end: str | None = None,
-                 **generate_kwargs: Any):
+    def __init__(
+        self, model: Any, tokenizer: Any, *, max_new_tokens: int = 96, end: str | None = None, **generate_kwargs: Any
+    ):
         self.model, self.tokenizer, self.max_new_tokens = model, tokenizer, max_new_tokens
         self.generate_kwargs = generate_kwargs  # e.g. a logits_processor
         self.end = end or end_token(tokenizer)
@@ -95,7 +106,7 @@ class HFGenerator:
     def _ids(self, text: str) -> list[int]:
         prev_text, prev_ids = self._last
         if prev_text and text.startswith(prev_text):
-            return prev_ids + self.tokenizer(text[len(prev_text):], add_special_tokens=False)["input_ids"]
+            return prev_ids + self.tokenizer(text[len(prev_text) :], add_special_tokens=False)["input_ids"]
         return self.tokenizer(text, add_special_tokens=False)["input_ids"]
 
     @torch.no_grad()
@@ -109,13 +120,20 @@ class HFGenerator:
             prompt_ids = self._ids(text)
         ids = torch.tensor([prompt_ids], device=self.model.device)
         stops = StoppingCriteriaList([_PauseCriterion(self.tokenizer, ids.shape[1], pause)] if pause else [])
-        out = self.model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=self.max_new_tokens,
-                                  do_sample=False, eos_token_id=self.end_id, pad_token_id=self.end_id,
-                                  stopping_criteria=stops, **self.generate_kwargs)
-        new = out[0, ids.shape[1]:].tolist()
+        out = self.model.generate(
+            ids,
+            attention_mask=torch.ones_like(ids),
+            max_new_tokens=self.max_new_tokens,
+            do_sample=False,
+            eos_token_id=self.end_id,
+            pad_token_id=self.end_id,
+            stopping_criteria=stops,
+            **self.generate_kwargs,
+        )
+        new = out[0, ids.shape[1] :].tolist()
         ended = self.end_id in new
         if ended:
-            new = new[:new.index(self.end_id)]
+            new = new[: new.index(self.end_id)]
         cont = self.tokenizer.decode(new, skip_special_tokens=False)
         self._last = (text + cont, prompt_ids + new)
         return cont, ended
@@ -154,8 +172,15 @@ def _cut_after_query(text: str, read: MemRead, sep: str) -> int:
 class RetLLMController:
     """RET-LLM chat: user ↔ model ↔ memory; the user only ever sees answers."""
 
-    def __init__(self, generator: Generator, memory: Any, prompt_fn: Callable[[str], str], *, max_calls: int = 8,
-                 max_results: int | None = 30):
+    def __init__(
+        self,
+        generator: Generator,
+        memory: Any,
+        prompt_fn: Callable[[str], str],
+        *,
+        max_calls: int = 8,
+        max_results: int | None = 30,
+    ):
         self.generator, self.memory, self.prompt_fn, self.max_calls = generator, memory, prompt_fn, max_calls
         self.max_results = max_results  # a broad read on a large memory must not overflow the model's context
 
@@ -172,7 +197,7 @@ class RetLLMController:
             calls = api.parse_retllm(cont)
             read = next((c for c in calls if isinstance(c, MemRead)), None)
             if read is not None:  # anything the model wrote after the query (e.g. a reply of its own) is dropped
-                cont = cont[:_cut_after_query(cont, read, "}:")]
+                cont = cont[: _cut_after_query(cont, read, "}:")]
                 calls = [c for c in calls if c.start < read.start] + [read]
             trace.append({"event": "model", "text": cont})
             generated += cont
@@ -201,9 +226,19 @@ class RetLLMController:
 class MemLLMController:
     """MemLLM (§3.2): a write model per focus sentence, a read model that reads mid-text; decoding is `generation`'s."""
 
-    def __init__(self, tokenizer: Any, memory: Any, *, write_steps: StepFactory | None = None,
-                 read_steps: StepFactory | None = None, late_stopping: int = 5, max_write_tokens: int = 128,
-                 max_query_tokens: int = 64, max_new_tokens: int = 96, max_calls: int = 8):
+    def __init__(
+        self,
+        tokenizer: Any,
+        memory: Any,
+        *,
+        write_steps: StepFactory | None = None,
+        read_steps: StepFactory | None = None,
+        late_stopping: int = 5,
+        max_write_tokens: int = 128,
+        max_query_tokens: int = 64,
+        max_new_tokens: int = 96,
+        max_calls: int = 8,
+    ):
         self.tokenizer, self.memory = tokenizer, memory
         self.write_steps, self.read_steps = write_steps, read_steps  # each call: a fresh step of that model
         self.late_stopping, self.max_write_tokens = late_stopping, max_write_tokens  # appendix A: K = 5
@@ -211,17 +246,36 @@ class MemLLMController:
         self.write_ends: Counter = Counter()  # how the write calls ended ("closed", "late stop", "repeat", "limit")
 
     @classmethod
-    def from_model(cls, model: Any, tokenizer: Any, memory: Any, *, write_adapter: str | None = "write",
-                   read_adapter: str | None = "read", **kw: Any) -> "MemLLMController":
+    def from_model(
+        cls,
+        model: Any,
+        tokenizer: Any,
+        memory: Any,
+        *,
+        write_adapter: str | None = "write",
+        read_adapter: str | None = "read",
+        **kw: Any,
+    ) -> "MemLLMController":
         """One PeftModel with two named adapters (notebook 05's), switched with `set_adapter` before each call."""
-        return cls(tokenizer, memory, write_steps=generation.model_steps(model, write_adapter),
-                   read_steps=generation.model_steps(model, read_adapter), **kw)
+        return cls(
+            tokenizer,
+            memory,
+            write_steps=generation.model_steps(model, write_adapter),
+            read_steps=generation.model_steps(model, read_adapter),
+            **kw,
+        )
 
     def write_sentence(self, context: str, sentence: str) -> tuple[list[Triple], list[ApiError]]:
         """Run the write model on one focus sentence (`context`: the text before it) and store what it extracts."""
         head = generation.write_head(neutralize(context), neutralize(sentence))
-        call = generation.write_call(self.write_steps(), self.tokenizer, head, late_stopping=self.late_stopping,
-                                     max_new_tokens=self.max_write_tokens, stats=self.write_ends)
+        call = generation.write_call(
+            self.write_steps(),
+            self.tokenizer,
+            head,
+            late_stopping=self.late_stopping,
+            max_new_tokens=self.max_write_tokens,
+            stats=self.write_ends,
+        )
         stored, errors = [], call.errors
         for t in call.triples:
             try:
@@ -255,8 +309,9 @@ class MemLLMController:
         active: list[Triple] | None = None
         reads_left, budget, first, trace = self.max_calls, self.max_new_tokens, True, []
         while True:
-            out = generation.continue_text(step, logits, tok, max_new_tokens=budget, reads=reads_left > 0,
-                                           read_first=first)
+            out = generation.continue_text(
+                step, logits, tok, max_new_tokens=budget, reads=reads_left > 0, read_first=first
+            )
             plain, context, budget, first = plain + out.ids, context + out.ids, budget - len(out.ids), False
             if out.ids:
                 trace.append({"event": "model", "text": tok.decode(out.ids)})
@@ -266,8 +321,13 @@ class MemLLMController:
             read_step = self.read_steps()
             q = generation.read_query(read_step, tok, plain, max_new_tokens=self.max_query_tokens)
             call = tok.decode(q.ids)
-            skip = (f"no valid query ({q.end})" if q.queries is None else
-                    "the queries of the call in context" if q.queries == active else None)
+            skip = (
+                f"no valid query ({q.end})"
+                if q.queries is None
+                else "the queries of the call in context"
+                if q.queries == active
+                else None
+            )
             results = [] if skip else list(dict.fromkeys(self.memory.query_memllm(q.queries)))
             if skip or not results:
                 trace.append({"event": "skip", "reason": skip or "no result", "text": call})

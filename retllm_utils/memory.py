@@ -20,6 +20,7 @@ at a time; readers and writers on other connections are picked up (`PRAGMA data_
     mem.write("Ann Lee", "employed by", "Pfizer")
     mem.read(Triple("", "employed by", "Pfizer Inc"))   # -> [Triple("Ann Lee", "employed by", "Pfizer")]
 """
+
 from __future__ import annotations
 
 import os
@@ -77,11 +78,22 @@ class TripleMemory(TripleStore):
     which re-encodes every stored phrase with the new embedder and rebuilds the indexes.
     """
 
-    def __init__(self, path: str | os.PathLike | None = None, embedder: Any = None, index: str = "flat", *,
-                 tau_entity: float | None = None, tau_relation: float | None = None,
-                 tau_triple: float | None = None, fuzzy: float | None = None, q_thr: int = Q_THR,
-                 reembed: bool = False, lsh_nbits: int | None = None, hnsw_m: int = 32,
-                 hnsw_ef_search: int = 64):
+    def __init__(
+        self,
+        path: str | os.PathLike | None = None,
+        embedder: Any = None,
+        index: str = "flat",
+        *,
+        tau_entity: float | None = None,
+        tau_relation: float | None = None,
+        tau_triple: float | None = None,
+        fuzzy: float | None = None,
+        q_thr: int = Q_THR,
+        reembed: bool = False,
+        lsh_nbits: int | None = None,
+        hnsw_m: int = 32,
+        hnsw_ef_search: int = 64,
+    ):
         super().__init__(path, embedder, index, reembed=reembed, lsh_nbits=lsh_nbits, hnsw_m=hnsw_m)
         th = {**PAPER_THRESHOLDS, **(getattr(self.embedder, "thresholds", None) or {})}
         self.tau_entity = th["tau_entity"] if tau_entity is None else tau_entity
@@ -141,8 +153,7 @@ class TripleMemory(TripleStore):
         """
         q = clean_triple(query, "query ", allow_empty=True)
         if not is_memllm_query(q):
-            raise ValueError(f"MemLLM query {tuple(query)!r} must give the relation and exactly one of "
-                             "subject/object")
+            raise ValueError(f"MemLLM query {tuple(query)!r} must give the relation and exactly one of subject/object")
         self._sync()
         subject_query = bool(q.subject)
         e_vec, r_vec = self._encode([q.subject or q.object])[0], self._encode([q.relation])[0]
@@ -164,7 +175,8 @@ class TripleMemory(TripleStore):
                 f"SELECT t.id, t.s, t.r, t.o, ps.text, pr.text, po.text FROM triples t "
                 f"JOIN phrases ps ON ps.id = t.s JOIN phrases pr ON pr.id = t.r JOIN phrases po ON po.id = t.o "
                 f"WHERE t.{col} IN ({marks(len(chunk))}) AND t.r IN ({marks(len(rels))})",
-                list(chunk) + list(rels))
+                list(chunk) + list(rels),
+            )
             for tid, s, r, o, st, rt, ot in rows:
                 score = (ents[s if subject_query else o] + rels[r]) / 2
                 if score < self.tau_triple:

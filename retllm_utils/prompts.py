@@ -6,6 +6,7 @@ in ':'), `reply` is what the memory appends (``{..};{..}]``, never supervised), 
 the user sees. Training and the controller both build text with `chat_prompt`, so token boundaries at
 inference are the ones seen in training.
 """
+
 from __future__ import annotations
 
 from typing import Any, Mapping

@@ -5,6 +5,7 @@ controller's generator keeps those boundaries at inference (generated ids are ke
 tokenized on its own), so training and inference see the same tokens.
 TRL keeps an existing `labels` column as is, so the loss is exactly the masked loss.
 """
+
 from __future__ import annotations
 
 from typing import Any, Callable, Iterable, Mapping, Sequence
@@ -12,14 +13,22 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 import torch
 from datasets import Dataset
 
-__all__ = ["tokenize_with_spans", "build_sft_dataset", "lora_config", "sft_config", "train_lora",
-           "supervised_text", "IGNORE"]
+__all__ = [
+    "tokenize_with_spans",
+    "build_sft_dataset",
+    "lora_config",
+    "sft_config",
+    "train_lora",
+    "supervised_text",
+    "IGNORE",
+]
 
 IGNORE = -100
 
 
-def tokenize_with_spans(tokenizer: Any, text: str, spans: Sequence[tuple[int, int]], max_length: int,
-                        *, mask: bool = True) -> dict[str, list[int]]:
+def tokenize_with_spans(
+    tokenizer: Any, text: str, spans: Sequence[tuple[int, int]], max_length: int, *, mask: bool = True
+) -> dict[str, list[int]]:
     """`input_ids` and `labels` (IGNORE outside the spans; everywhere supervised when mask=False).
 
     The text is tokenized piece by piece, cut at every span edge, so no token straddles an edge: joint
@@ -39,8 +48,10 @@ def tokenize_with_spans(tokenizer: Any, text: str, spans: Sequence[tuple[int, in
         labels += piece if (inside or not mask) else [IGNORE] * len(piece)
     if len(ids) > max_length:
         if any(l != IGNORE for l in labels[max_length:]) and mask:
-            raise ValueError(f"example of {len(ids)} tokens exceeds max_length={max_length} and truncation would "
-                             f"cut a supervised span: raise max_length or shorten the example ({text[:60]!r}...)")
+            raise ValueError(
+                f"example of {len(ids)} tokens exceeds max_length={max_length} and truncation would "
+                f"cut a supervised span: raise max_length or shorten the example ({text[:60]!r}...)"
+            )
         ids, labels = ids[:max_length], labels[:max_length]
     if mask and all(l == IGNORE for l in labels):
         raise ValueError(f"no supervised token in example {text[:60]!r}...: spans {list(spans)} cover no token")
@@ -54,58 +65,95 @@ def supervised_text(tokenizer: Any, input_ids: Sequence[int], labels: Sequence[i
         if lab != IGNORE:
             cur.append(tok)
         elif cur:
-            runs.append(tokenizer.decode(cur)); cur = []
+            runs.append(tokenizer.decode(cur))
+            cur = []
     if cur:
         runs.append(tokenizer.decode(cur))
     return runs
 
 
-def build_sft_dataset(tokenizer: Any, rows: Iterable[Mapping[str, Any]],
-                      render: Callable[[Any, Mapping[str, Any]], tuple[str, list[tuple[int, int]]]],
-                      max_length: int, *, mask: bool = True) -> Dataset:
+def build_sft_dataset(
+    tokenizer: Any,
+    rows: Iterable[Mapping[str, Any]],
+    render: Callable[[Any, Mapping[str, Any]], tuple[str, list[tuple[int, int]]]],
+    max_length: int,
+    *,
+    mask: bool = True,
+) -> Dataset:
     """A pre-tokenized `datasets.Dataset` (input_ids, labels) that SFTTrainer trains on as is."""
     out = {"input_ids": [], "labels": []}
     for row in rows:
         text, spans = render(tokenizer, row)
         enc = tokenize_with_spans(tokenizer, text, spans, max_length, mask=mask)
-        out["input_ids"].append(enc["input_ids"]); out["labels"].append(enc["labels"])
+        out["input_ids"].append(enc["input_ids"])
+        out["labels"].append(enc["labels"])
     return Dataset.from_dict(out)
 
 
 def lora_config(r: int = 16, alpha: int = 32, dropout: float = 0.05):
     """LoRA on every linear projection (as both papers: all projection layers)."""
     from peft import LoraConfig
+
     return LoraConfig(r=r, lora_alpha=alpha, lora_dropout=dropout, target_modules="all-linear", task_type="CAUSAL_LM")
 
 
-def sft_config(output_dir: str, *, lr: float = 2e-4, epochs: float = 1.0, batch_size: int = 16,
-               grad_accum: int = 1, max_length: int = 512, seed: int = 0, max_steps: int = -1,
-               logging_steps: int = 5, **kw: Any):
+def sft_config(
+    output_dir: str,
+    *,
+    lr: float = 2e-4,
+    epochs: float = 1.0,
+    batch_size: int = 16,
+    grad_accum: int = 1,
+    max_length: int = 512,
+    seed: int = 0,
+    max_steps: int = -1,
+    logging_steps: int = 5,
+    **kw: Any,
+):
     """SFTConfig that trains on the pre-tokenized labels; bf16 only on CUDA (the CPU default fails or drifts)."""
     from trl import SFTConfig
+
     cuda = torch.cuda.is_available()
     return SFTConfig(
-        output_dir=output_dir, learning_rate=lr, num_train_epochs=epochs, max_steps=max_steps,
-        per_device_train_batch_size=batch_size, gradient_accumulation_steps=grad_accum, max_length=max_length,
-        seed=seed, data_seed=seed, logging_steps=logging_steps, save_strategy="no", report_to="none",
-        bf16=cuda and torch.cuda.is_bf16_supported(), use_cpu=not cuda and not torch.backends.mps.is_available(),
-        lr_scheduler_type=kw.pop("lr_scheduler_type", "cosine"), warmup_steps=kw.pop("warmup_steps", 0.05),
+        output_dir=output_dir,
+        learning_rate=lr,
+        num_train_epochs=epochs,
+        max_steps=max_steps,
+        per_device_train_batch_size=batch_size,
+        gradient_accumulation_steps=grad_accum,
+        max_length=max_length,
+        seed=seed,
+        data_seed=seed,
+        logging_steps=logging_steps,
+        save_strategy="no",
+        report_to="none",
+        bf16=cuda and torch.cuda.is_bf16_supported(),
+        use_cpu=not cuda and not torch.backends.mps.is_available(),
+        lr_scheduler_type=kw.pop("lr_scheduler_type", "cosine"),
+        warmup_steps=kw.pop("warmup_steps", 0.05),
         disable_tqdm=kw.pop("disable_tqdm", True),
         # TRL checkpoints activations by default: memory a 135M model does not need, paid for in recompute time.
         # Set under transformers 5's name: TRL's default for the deprecated alias `gradient_checkpointing` is then
         # ignored instead of raising its FutureWarning; a caller's gradient_checkpointing= is taken as the new name.
         activation_checkpointing=kw.pop("activation_checkpointing", kw.pop("gradient_checkpointing", False)),
         # batches of similar lengths: examples run 60-240 tokens, so random batches are ~1/3 padding
-        train_sampling_strategy=kw.pop("train_sampling_strategy", "group_by_length"), **kw,
+        train_sampling_strategy=kw.pop("train_sampling_strategy", "group_by_length"),
+        **kw,
     )
 
 
 def train_lora(model: Any, tokenizer: Any, train_ds: Dataset, args: Any, peft_config: Any = None):
     """Train a LoRA adapter with SFTTrainer; returns the trainer (its `state.log_history` has the loss curve)."""
-    from trl import SFTTrainer
     from transformers import PrinterCallback
-    trainer = SFTTrainer(model=model, args=args, train_dataset=train_ds, processing_class=tokenizer,
-                         peft_config=peft_config or lora_config())
+    from trl import SFTTrainer
+
+    trainer = SFTTrainer(
+        model=model,
+        args=args,
+        train_dataset=train_ds,
+        processing_class=tokenizer,
+        peft_config=peft_config or lora_config(),
+    )
     trainer.remove_callback(PrinterCallback)  # the log goes to state.log_history (a loss curve), not into notebooks
     trainer.train()
     return trainer

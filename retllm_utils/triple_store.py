@@ -6,6 +6,7 @@ triples, every distinct entity and relation phrase, and each phrase's vector as 
 keeps a faiss index per kind over those vectors. Writes are all or nothing (`_transaction`); other connections'
 commits are picked up (`_sync`, `PRAGMA data_version`). The papers' reads live in `memory`.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -45,8 +46,10 @@ CREATE TABLE IF NOT EXISTS triples (id INTEGER PRIMARY KEY, s INTEGER NOT NULL, 
 CREATE INDEX IF NOT EXISTS triples_ro ON triples (r, o);
 CREATE INDEX IF NOT EXISTS triples_os ON triples (o, s);
 """
-SELECT_TEXT = ("SELECT ps.text, pr.text, po.text FROM triples t JOIN phrases ps ON ps.id = t.s "
-                "JOIN phrases pr ON pr.id = t.r JOIN phrases po ON po.id = t.o")
+SELECT_TEXT = (
+    "SELECT ps.text, pr.text, po.text FROM triples t JOIN phrases ps ON ps.id = t.s "
+    "JOIN phrases pr ON pr.id = t.r JOIN phrases po ON po.id = t.o"
+)
 
 
 def _clean_term(value: Any, role: str, where: str, allow_empty: bool = False) -> str:
@@ -76,12 +79,21 @@ class TripleStore:
     the papers' reads are `TripleMemory`'s.
     """
 
-    def __init__(self, path: str | os.PathLike | None = None, embedder: Any = None, index: str = "flat", *,
-                 reembed: bool = False, lsh_nbits: int | None = None, hnsw_m: int = 32):
+    def __init__(
+        self,
+        path: str | os.PathLike | None = None,
+        embedder: Any = None,
+        index: str = "flat",
+        *,
+        reembed: bool = False,
+        lsh_nbits: int | None = None,
+        hnsw_m: int = 32,
+    ):
         if index not in INDEX_KINDS:
             raise ValueError(f"index must be one of {INDEX_KINDS}, got {index!r}")
         if embedder is None:
             from .models import load_embedder
+
             embedder = load_embedder()
         self.embedder, self.index_kind = embedder, index
         self.dim = int(embedder.dim)
@@ -90,8 +102,9 @@ class TripleStore:
         self.path = None if path is None else Path(path)
         self.index_status: dict[str, str] = {}  # per kind: "loaded" or "rebuilt (why)", for notebooks and tests
         # isolation_level=None: transactions are explicit (BEGIN IMMEDIATE ... COMMIT) so a batch is all or nothing
-        self._conn: sqlite3.Connection | None = sqlite3.connect(":memory:" if path is None else str(path),
-                                                                isolation_level=None)
+        self._conn: sqlite3.Connection | None = sqlite3.connect(
+            ":memory:" if path is None else str(path), isolation_level=None
+        )
         try:
             self._open(reembed)
         except BaseException:
@@ -114,8 +127,18 @@ class TripleStore:
             self._ids[kind][text] = pid
         self._max_id = c.execute("SELECT COALESCE(MAX(id), 0) FROM phrases").fetchone()[0]
         self._added: list | None = None  # inside a transaction: phrases inserted, for faiss after COMMIT
-        self._index = [PhraseIndex(c, kind, self.dim, self.index_kind, self.index_path(KINDS[kind]),
-                                   lsh_nbits=self.lsh_nbits, hnsw_m=self.hnsw_m) for kind in (ENTITY, RELATION)]
+        self._index = [
+            PhraseIndex(
+                c,
+                kind,
+                self.dim,
+                self.index_kind,
+                self.index_path(KINDS[kind]),
+                lsh_nbits=self.lsh_nbits,
+                hnsw_m=self.hnsw_m,
+            )
+            for kind in (ENTITY, RELATION)
+        ]
         for index in self._index:
             self.index_status[index.name] = index.load_or_build(force=reembedded)
 
@@ -126,9 +149,11 @@ class TripleStore:
         n = self._conn.execute("SELECT COUNT(*) FROM phrases").fetchone()[0]
         if n and (old_name, old_dim) != (name, dim):
             if not reembed:
-                raise ValueError(f"{self.path} was built with embedder {old_name!r} (dim {old_dim}), not {name!r} "
-                                 f"(dim {dim}); open it with that embedder, or pass reembed=True to re-encode "
-                                 f"its {n} phrases with this one")
+                raise ValueError(
+                    f"{self.path} was built with embedder {old_name!r} (dim {old_dim}), not {name!r} "
+                    f"(dim {dim}); open it with that embedder, or pass reembed=True to re-encode "
+                    f"its {n} phrases with this one"
+                )
             self._reembed()
             return True
         if (old_name, old_dim) != (name, dim):  # a new, empty memory
@@ -142,8 +167,9 @@ class TripleStore:
         try:
             for chunk in chunks(rows, _EMBED_CHUNK):
                 vecs = self._encode([t for _, t in chunk])
-                c.executemany("UPDATE phrases SET vec = ? WHERE id = ?",
-                              [(v.tobytes(), pid) for (pid, _), v in zip(chunk, vecs)])
+                c.executemany(
+                    "UPDATE phrases SET vec = ? WHERE id = ?", [(v.tobytes(), pid) for (pid, _), v in zip(chunk, vecs)]
+                )
             set_meta(c, {"embedder_name": str(self.embedder.name), "embedder_dim": str(self.dim)})
             c.execute("COMMIT")
         except BaseException:
@@ -230,8 +256,10 @@ class TripleStore:
     def _encode(self, texts: list[str]) -> np.ndarray:
         vecs = np.asarray(self.embedder.encode(texts), dtype=np.float32)
         if vecs.shape != (len(texts), self.dim):
-            raise ValueError(f"embedder {self.embedder.name!r} returned shape {vecs.shape} for {len(texts)} "
-                             f"texts; expected ({len(texts)}, {self.dim})")
+            raise ValueError(
+                f"embedder {self.embedder.name!r} returned shape {vecs.shape} for {len(texts)} "
+                f"texts; expected ({len(texts)}, {self.dim})"
+            )
         return unit(vecs)  # cosine = inner product
 
     def _phrase_ids(self, kind: int, texts: Iterable[str]) -> dict[str, int]:
@@ -241,8 +269,10 @@ class TripleStore:
         for chunk in chunks(new, _EMBED_CHUNK):
             vecs = self._encode(list(chunk))
             ids = np.arange(self._max_id + 1, self._max_id + 1 + len(chunk), dtype=np.int64)
-            self._conn.executemany("INSERT INTO phrases (id, kind, text, vec) VALUES (?, ?, ?, ?)",
-                                   zip(ids.tolist(), [kind] * len(chunk), chunk, (v.tobytes() for v in vecs)))
+            self._conn.executemany(
+                "INSERT INTO phrases (id, kind, text, vec) VALUES (?, ?, ?, ?)",
+                zip(ids.tolist(), [kind] * len(chunk), chunk, (v.tobytes() for v in vecs)),
+            )
             known.update(zip(chunk, ids.tolist()))
             self._max_id += len(chunk)
             self._added.append((kind, list(chunk), ids, vecs))
@@ -253,8 +283,10 @@ class TripleStore:
         ent = self._phrase_ids(ENTITY, [x for t in triples for x in (t[0], t[2])])
         rel = self._phrase_ids(RELATION, [t[1] for t in triples])
         before = self._conn.total_changes
-        self._conn.executemany("INSERT OR IGNORE INTO triples (s, r, o) VALUES (?, ?, ?)",
-                               [(ent[s], rel[r], ent[o]) for s, r, o in triples])
+        self._conn.executemany(
+            "INSERT OR IGNORE INTO triples (s, r, o) VALUES (?, ?, ?)",
+            [(ent[s], rel[r], ent[o]) for s, r, o in triples],
+        )
         return self._conn.total_changes - before
 
     def _triple_ids(self, t: Triple) -> tuple[int, int, int] | None:
@@ -282,8 +314,10 @@ class TripleStore:
         t = clean_triple((subject, relation, object))
         with self._transaction():
             ids = self._triple_ids(t)
-            return ids is not None and self._conn.execute(
-                "DELETE FROM triples WHERE s = ? AND r = ? AND o = ?", ids).rowcount > 0
+            return (
+                ids is not None
+                and self._conn.execute("DELETE FROM triples WHERE s = ? AND r = ? AND o = ?", ids).rowcount > 0
+            )
 
     def update(self, old: Sequence[str], new: Sequence[str]) -> bool:
         """Replace fact `old` by `new` atomically; KeyError (nothing changed) if `old` is not stored.
@@ -293,8 +327,10 @@ class TripleStore:
         old_t, new_t = clean_triple(old, "old "), clean_triple(new, "new ")
         with self._transaction():
             ids = self._triple_ids(old_t)
-            if ids is None or not self._conn.execute(
-                    "DELETE FROM triples WHERE s = ? AND r = ? AND o = ?", ids).rowcount:
+            if (
+                ids is None
+                or not self._conn.execute("DELETE FROM triples WHERE s = ? AND r = ? AND o = ?", ids).rowcount
+            ):
                 raise KeyError(f"update: {tuple(old_t)!r} is not stored")
             return self._insert([new_t]) == 1 and new_t != old_t
 
@@ -307,8 +343,12 @@ class TripleStore:
             removed: list[Triple] = []
             if s is not None and r is not None:
                 o = self._ids[ENTITY].get(t[2], -1)
-                removed = [Triple(*row) for row in self._conn.execute(
-                    f"{SELECT_TEXT} WHERE t.s = ? AND t.r = ? AND t.o != ? ORDER BY t.id", (s, r, o))]
+                removed = [
+                    Triple(*row)
+                    for row in self._conn.execute(
+                        f"{SELECT_TEXT} WHERE t.s = ? AND t.r = ? AND t.o != ? ORDER BY t.id", (s, r, o)
+                    )
+                ]
                 self._conn.execute("DELETE FROM triples WHERE s = ? AND r = ? AND o != ?", (s, r, o))
             self._insert([t])
             return removed
@@ -332,14 +372,17 @@ class TripleStore:
             return False
         self._sync()
         ids = self._triple_ids(t)
-        return ids is not None and self._conn.execute(
-            "SELECT 1 FROM triples WHERE s = ? AND r = ? AND o = ?", ids).fetchone() is not None
+        return (
+            ids is not None
+            and self._conn.execute("SELECT 1 FROM triples WHERE s = ? AND r = ? AND o = ?", ids).fetchone() is not None
+        )
 
     def __repr__(self) -> str:
         where = ":memory:" if self.path is None else str(self.path)
         if self._conn is None:
             return f"{type(self).__name__}({where!r}, closed)"
-        return (f"{type(self).__name__}({len(self)} triples, {len(self._ids[ENTITY])} entities, "
-                f"{len(self._ids[RELATION])} relations, index={self.index_kind!r}, "
-                f"embedder={self.embedder.name!r}, path={where!r})")
-
+        return (
+            f"{type(self).__name__}({len(self)} triples, {len(self._ids[ENTITY])} entities, "
+            f"{len(self._ids[RELATION])} relations, index={self.index_kind!r}, "
+            f"embedder={self.embedder.name!r}, path={where!r})"
+        )

@@ -1,4 +1,5 @@
 """Both API dialects: exact round-trips, the six RET-LLM query shapes, malformed output never raising."""
+
 import itertools
 
 import pytest
@@ -25,8 +26,11 @@ from retllm_utils.api import (
 )
 
 # Terms with every delimiter of both dialects in them, plus plain ones.
-terms = st.text(alphabet=st.sampled_from(list("abcXY Z019.,;:>-{}[]()\\'é")), min_size=1, max_size=12) \
-    .map(str.strip).filter(bool)
+terms = (
+    st.text(alphabet=st.sampled_from(list("abcXY Z019.,;:>-{}[]()\\'é")), min_size=1, max_size=12)
+    .map(str.strip)
+    .filter(bool)
+)
 triples = st.tuples(terms, terms, terms).map(lambda t: Triple(*t))
 
 
@@ -34,7 +38,10 @@ def test_retllm_write_several_in_a_row():
     s = format_retllm_write([("Ann Lee", "employed by", "Pfizer"), ("Bob Wu", "employed by", "Pfizer")])
     assert s == "[MEM_WRITE{Ann Lee>>employed by>>Pfizer}][MEM_WRITE{Bob Wu>>employed by>>Pfizer}]"
     calls = parse_retllm(s)
-    assert [c.triples for c in calls] == [(("Ann Lee", "employed by", "Pfizer"),), (("Bob Wu", "employed by", "Pfizer"),)]
+    assert [c.triples for c in calls] == [
+        (("Ann Lee", "employed by", "Pfizer"),),
+        (("Bob Wu", "employed by", "Pfizer"),),
+    ]
 
 
 @pytest.mark.parametrize("shape", [s for s in itertools.product([0, 1], repeat=3) if 0 < sum(s) < 3])
@@ -93,10 +100,14 @@ def test_memllm_read_round_trip(qs, results):
 
 def test_memllm_format_matches_official_code():
     assert format_memllm_write([]) == "({MEM_WRITE-->})"
-    assert format_memllm_write([("A", "country", "B"), ("C", "founded by", "D")]) == \
-        "({MEM_WRITE-->A>>country>>B;C>>founded by>>D})"
-    assert format_memllm_read_query([("A", "country", ""), ("", "founded by", "D")]) == \
-        "({MEM_READ(A>>country>>;>>founded by>>D)-->"
+    assert (
+        format_memllm_write([("A", "country", "B"), ("C", "founded by", "D")])
+        == "({MEM_WRITE-->A>>country>>B;C>>founded by>>D})"
+    )
+    assert (
+        format_memllm_read_query([("A", "country", ""), ("", "founded by", "D")])
+        == "({MEM_READ(A>>country>>;>>founded by>>D)-->"
+    )
     assert format_memllm_read([("A", "r", "")], ["x", "y"]) == "({MEM_READ(A>>r>>)-->x, y})"
 
 
@@ -109,9 +120,14 @@ def test_delimiters_inside_terms_are_escaped_not_split():
     assert call.triples == (("a>>b", "r", "{c}"),)
 
 
-@pytest.mark.parametrize("bad", [
-    [("", "r", "o")], [("s", " ", "o")], [("s", "r")],
-])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        [("", "r", "o")],
+        [("s", " ", "o")],
+        [("s", "r")],
+    ],
+)
 def test_format_refuses_bad_writes(bad):
     with pytest.raises(ApiFormatError):
         format_retllm_write(bad)
@@ -126,29 +142,35 @@ def test_format_refuses_bad_queries():
         format_memllm_read_query([("a", "r", "b")])
 
 
-@pytest.mark.parametrize("text, what", [
-    ("[MEM_WRITE{a>>b>>c]", "unbalanced"),
-    ("[MEM_WRITE{a>>b>>c>>d}]", "3 terms"),
-    ("[MEM_WRITE{a>>b}]", "3 terms"),
-    ("[MEM_READ{>>>>}:]", "all three terms are empty"),
-    ("[MEM_WRITE{a>>b>>c} oops]", "expected ']'"),
-    ("[MEM_READ{a>>b>>}:{x>>y>>z} junk]", "stray text"),
-    ("[MEM_WRITE{a>>>>c}]", "empty term"),
-    ("[MEM_DELETE{a>>b>>c}]", "unknown"),
-])
+@pytest.mark.parametrize(
+    "text, what",
+    [
+        ("[MEM_WRITE{a>>b>>c]", "unbalanced"),
+        ("[MEM_WRITE{a>>b>>c>>d}]", "3 terms"),
+        ("[MEM_WRITE{a>>b}]", "3 terms"),
+        ("[MEM_READ{>>>>}:]", "all three terms are empty"),
+        ("[MEM_WRITE{a>>b>>c} oops]", "expected ']'"),
+        ("[MEM_READ{a>>b>>}:{x>>y>>z} junk]", "stray text"),
+        ("[MEM_WRITE{a>>>>c}]", "empty term"),
+        ("[MEM_DELETE{a>>b>>c}]", "unknown"),
+    ],
+)
 def test_retllm_malformed_gives_structured_error(text, what):
     calls = parse_retllm("Sure! " + text + " thanks")
     assert len(calls) == 1 and isinstance(calls[0], ApiError) and what in calls[0].message
     assert calls[0].text.startswith("[MEM_")
 
 
-@pytest.mark.parametrize("text, what", [
-    ("({MEM_WRITE-->a>>b>>c", "not closed"),
-    ("({MEM_WRITE-->a>>b})", "3 terms"),
-    ("({MEM_READ(a>>b>>c)-->x})", "exactly one"),
-    ("({MEM_READ(a>>b>>)-->x, y", "not closed"),
-    ("({MEM_READ(a>>b>>", "not closed"),
-])
+@pytest.mark.parametrize(
+    "text, what",
+    [
+        ("({MEM_WRITE-->a>>b>>c", "not closed"),
+        ("({MEM_WRITE-->a>>b})", "3 terms"),
+        ("({MEM_READ(a>>b>>c)-->x})", "exactly one"),
+        ("({MEM_READ(a>>b>>)-->x, y", "not closed"),
+        ("({MEM_READ(a>>b>>", "not closed"),
+    ],
+)
 def test_memllm_malformed_gives_structured_error(text, what):
     [call] = parse_memllm("text " + text)
     assert isinstance(call, ApiError) and what in call.message
@@ -170,8 +192,31 @@ def test_parsers_never_raise_on_random_text(text):
 
 
 @settings(max_examples=200)
-@given(st.lists(st.sampled_from(["[MEM_WRITE{", "[MEM_READ{", "({MEM_WRITE-->", "({MEM_READ(", ")-->", "})", "}]",
-                                 "}:", "{", "}", ">>", ";", "a", "b c", "]", "\\"]), max_size=12))
+@given(
+    st.lists(
+        st.sampled_from(
+            [
+                "[MEM_WRITE{",
+                "[MEM_READ{",
+                "({MEM_WRITE-->",
+                "({MEM_READ(",
+                ")-->",
+                "})",
+                "}]",
+                "}:",
+                "{",
+                "}",
+                ">>",
+                ";",
+                "a",
+                "b c",
+                "]",
+                "\\",
+            ]
+        ),
+        max_size=12,
+    )
+)
 def test_parsers_never_raise_on_api_shaped_fragments(parts):
     text = "".join(parts)
     assert all(isinstance(c, (MemWrite, MemRead, ApiError)) for c in parse_retllm(text) + parse_memllm(text))

@@ -1,4 +1,5 @@
 """The benchmark workload generator (benchmarks/phrases.py, benchmarks/workload.py): seeded, distinct, fair."""
+
 import sys
 
 from retllm_utils.paths import ROOT

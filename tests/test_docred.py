@@ -1,4 +1,5 @@
 """Re-DocRED as the MemLLM data modules read it: file checks, canonical names, lookups, moved names still importable."""
+
 import json
 
 import pytest
@@ -40,6 +41,7 @@ def test_loader_relation_names_and_canonical_names(corpus, tmp_path):
 def test_results_from_a_triple_memory(corpus):
     from retllm_utils.memory import TripleMemory
     from retllm_utils.models import NgramEmbedder
+
     docs, rn = corpus
     doc = docs[DOCS[0]]
     mem = TripleMemory(embedder=NgramEmbedder(), index="flat")

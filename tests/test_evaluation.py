@@ -1,5 +1,6 @@
 """RET-LLM evaluation metrics: entity-set answer accuracy, API exact match through parsing, write P/R, the
 per-type summary, and the end-to-end evaluator with a scripted model."""
+
 import pytest
 
 from retllm_utils.metrics import PRF
@@ -7,22 +8,51 @@ from retllm_utils.models import NgramEmbedder
 from retllm_utils.retllm import evaluation as ev
 
 SCENE = [["Ann Lee", "employed by", "Pfizer"], ["Bo Wu", "employed by", "Pfizer"], ["Cy Li", "customer of", "BMW"]]
-READ = {"id": "t-1", "kind": "read", "query_type": "org_rel", "relation": "employment", "user": "Who works for Pfizer?",
-        "api": "[MEM_READ{>>employed by>>Pfizer}:", "answer": "Ann Lee and Bo Wu are employed by Pfizer.",
-        "query": ["", "employed by", "Pfizer"], "triples": SCENE[:2], "memory": SCENE}
-NONE = {**READ, "id": "t-2", "query_type": "per", "user": "Who is Dee Ray?", "api": "[MEM_READ{Dee Ray>>>>}:",
-        "answer": "I don't know.", "query": ["Dee Ray", "", ""], "triples": []}
-WRITE = {"id": "t-3", "kind": "write", "query_type": "write", "relation": "employment", "user": "Eve Po works for BMW.",
-         "api": "[MEM_WRITE{Eve Po>>employed by>>BMW}]", "answer": "", "query": [],
-         "triples": [["Eve Po", "employed by", "BMW"]], "memory": SCENE}
+READ = {
+    "id": "t-1",
+    "kind": "read",
+    "query_type": "org_rel",
+    "relation": "employment",
+    "user": "Who works for Pfizer?",
+    "api": "[MEM_READ{>>employed by>>Pfizer}:",
+    "answer": "Ann Lee and Bo Wu are employed by Pfizer.",
+    "query": ["", "employed by", "Pfizer"],
+    "triples": SCENE[:2],
+    "memory": SCENE,
+}
+NONE = {
+    **READ,
+    "id": "t-2",
+    "query_type": "per",
+    "user": "Who is Dee Ray?",
+    "api": "[MEM_READ{Dee Ray>>>>}:",
+    "answer": "I don't know.",
+    "query": ["Dee Ray", "", ""],
+    "triples": [],
+}
+WRITE = {
+    "id": "t-3",
+    "kind": "write",
+    "query_type": "write",
+    "relation": "employment",
+    "user": "Eve Po works for BMW.",
+    "api": "[MEM_WRITE{Eve Po>>employed by>>BMW}]",
+    "answer": "",
+    "query": [],
+    "triples": [["Eve Po", "employed by", "BMW"]],
+    "memory": SCENE,
+}
 
 
-@pytest.mark.parametrize("answer, ok", [
-    ("Ann Lee and Bo Wu are employed by Pfizer.", True),
-    ("Bo Wu and Ann Lee work there.", False),  # no Pfizer: not the gold set
-    ("Ann Lee, Bo Wu and Cy Li are employed by Pfizer.", False),  # one too many
-    ("Ann Lee is employed by Pfizer.", False),  # one missing
-])
+@pytest.mark.parametrize(
+    "answer, ok",
+    [
+        ("Ann Lee and Bo Wu are employed by Pfizer.", True),
+        ("Bo Wu and Ann Lee work there.", False),  # no Pfizer: not the gold set
+        ("Ann Lee, Bo Wu and Cy Li are employed by Pfizer.", False),  # one too many
+        ("Ann Lee is employed by Pfizer.", False),  # one missing
+    ],
+)
 def test_answer_is_right_only_with_the_exact_entity_set(answer, ok):
     assert ev.answer_correct(answer, READ) is ok
 

@@ -1,4 +1,5 @@
 """MemLLM's shared decoders (`memllm.generation`) on scripted stand-in models: no real model, fast."""
+
 import math
 from collections import Counter
 
@@ -61,9 +62,15 @@ class ScriptedStep:
         text = TOK.decode(self.fed)
         if not (self.plan.startswith(text) and len(self.plan) > len(text)):
             self.seen.append(text)
-            self.plan = next((p for c in range(start, len(text)) if (p := text[:c] + self.respond(text[:c]))
-                              .startswith(text) and len(p) > len(text)), text + self.respond(text))
-        rest = self.plan[len(text):]
+            self.plan = next(
+                (
+                    p
+                    for c in range(start, len(text))
+                    if (p := text[:c] + self.respond(text[:c])).startswith(text) and len(p) > len(text)
+                ),
+                text + self.respond(text),
+            )
+        rest = self.plan[len(text) :]
         logits = torch.full((len(TOK),), -10.0)
         logits[TOK.convert_tokens_to_ids("<eos>")] = 0.0
         logits[ids(rest)[0] if rest else TOK.convert_tokens_to_ids("<eos>")] = 10.0
@@ -106,8 +113,9 @@ def test_greedy_stops_at_the_first_close_late_stopping_picks_the_best_cut():
     script = [{"A": 0.99}, {"})": 0.51, ";": 0.49}] + [{"A": 0.999}, {"})": 0.99, ";": 0.01}] * 10
     assert G.write_call(ProbStep(script), TOK, "x").text == "({MEM_WRITE-->A})"
     stats = Counter()
-    late = G.write_call(ProbStep(script), TOK, "x", late_stopping=2, max_new_tokens=40, stop_on_repeat=False,
-                        stats=stats)
+    late = G.write_call(
+        ProbStep(script), TOK, "x", late_stopping=2, max_new_tokens=40, stop_on_repeat=False, stats=stats
+    )
     assert late == G.WriteCall("({MEM_WRITE-->A;A})", "late stop") and stats == {"late stop": 1}
     # the first cut is the best when the text after it only gets less likely
     script2 = [{"A": 0.99}, {"})": 0.6, ";": 0.4}] + [{"A": 0.3, ";": 0.2}, {"})": 0.55, ";": 0.45}] * 10
@@ -163,18 +171,21 @@ def test_the_close_token_must_be_one_token():
 def test_read_query_after_the_forced_opener():
     step = ScriptedStep(lambda text: "Ann>>employer>>;>>founded by>>Bob)-->" if text.endswith("({MEM_READ(") else "?")
     q = G.read_query(step, TOK, ids("Text "))
-    assert step.fed[:len(ids("Text ({MEM_READ("))] == ids("Text ") + ids("({MEM_READ(")
+    assert step.fed[: len(ids("Text ({MEM_READ("))] == ids("Text ") + ids("({MEM_READ(")
     assert q.queries == [Triple("Ann", "employer", ""), Triple("", "founded by", "Bob")] and q.end == "query"
     assert TOK.decode(q.ids) == "({MEM_READ(Ann>>employer>>;>>founded by>>Bob)-->"
     assert len(step.fed) == len(ids("Text ")) + len(q.ids) - 1  # the last token is left to the caller
 
 
-@pytest.mark.parametrize("query, end", [
-    ("a>>r>>;b>>r>>;c>>r>>;d>>r>>)-->", "too many"),  # MAX_QUERIES = 3: a fourth query is abandoned as it starts
-    ("a>>r>>;a>>r>>;b>>r>>)-->", "repeat"),
-    ("a>>r>>b)-->", "invalid"),  # both entities given: not a MemLLM query
-    ("a" * 40, "limit"),
-])
+@pytest.mark.parametrize(
+    "query, end",
+    [
+        ("a>>r>>;b>>r>>;c>>r>>;d>>r>>)-->", "too many"),  # MAX_QUERIES = 3: a fourth query is abandoned as it starts
+        ("a>>r>>;a>>r>>;b>>r>>)-->", "repeat"),
+        ("a>>r>>b)-->", "invalid"),  # both entities given: not a MemLLM query
+        ("a" * 40, "limit"),
+    ],
+)
 def test_read_query_abandons_degenerate_calls(query, end):
     q = G.read_query(ScriptedStep(lambda text: query), TOK, max_new_tokens=30)
     assert q.queries is None and q.end == end

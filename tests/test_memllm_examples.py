@@ -1,5 +1,6 @@
 """MemLLM rows from Re-DocRED: exact formats, supervised spans, relation placement, read filters, seeds, and the
 committed cpu data set rebuilt byte for byte."""
+
 import re
 from collections import Counter
 
@@ -36,8 +37,9 @@ def _expected_sentence(doc, lab):
     sentence mentioning both."""
     ev = list(lab["evidence"])
     if not ev:
-        both = sorted({m["sent_id"] for m in doc["vertexSet"][lab["h"]]}
-                      & {m["sent_id"] for m in doc["vertexSet"][lab["t"]]})
+        both = sorted(
+            {m["sent_id"] for m in doc["vertexSet"][lab["h"]]} & {m["sent_id"] for m in doc["vertexSet"][lab["t"]]}
+        )
         ev = both[:1]
     return max(ev + [_first_sentence(doc, lab["h"]), _first_sentence(doc, lab["t"])])
 
@@ -57,7 +59,7 @@ def test_write_text_matches_official_format_exactly(corpus):
         assert row["text"] == expected
         text, spans = render(EOS, row)
         assert text == expected + EOS and spans == [(len(expected) - len(call), len(text))]
-        assert text[spans[0][0]:spans[0][1]] == call + EOS
+        assert text[spans[0][0] : spans[0][1]] == call + EOS
         assert all(t[0] in names and t[2] in names for t in row["triples"])
     assert rows[1]["text"].startswith("The Loud Tour was") and "Loud Tour>>performer>>Rihanna" in rows[1]["text"]
     empty = [r for r in rows if not r["triples"]]
@@ -119,9 +121,9 @@ def test_read_examples_format_spans_and_seen_entities(corpus):
         for i, row in enumerate(rows):
             text, (call, cont) = row["text"], row["spans"]
             assert render(EOS, row) == (text, [tuple(call), tuple(cont)])  # reads get no end token
-            assert text[call[0]:call[1]].startswith("({MEM_READ(") and text[call[0]:call[1]].endswith(")-->")
+            assert text[call[0] : call[1]].startswith("({MEM_READ(") and text[call[0] : call[1]].endswith(")-->")
             # the memory's reply sits between the two spans, never inside one
-            assert text[call[1]:cont[0]] == format_memllm_read_reply(row["results"])
+            assert text[call[1] : cont[0]] == format_memllm_read_reply(row["results"])
             assert cont[1] == len(text)
             assert text.endswith("({") != row["eot"] and row["eot"] == (i == len(rows) - 1)
             (read,) = [c for c in parse_memllm(text) if not isinstance(c, str)]
@@ -140,7 +142,7 @@ def test_read_examples_format_spans_and_seen_entities(corpus):
             assert not re.search(r"(?<!\w)" + re.escape(row["targets"][0]) + r"(?!\w)", view.words_text(0, ta))
             for a, b, e in row["entity_spans"]:
                 assert cont[0] <= a < b <= cont[1]
-            assert text[:call[0]] == view.words_text(0, row["read_word"])  # no pretext budget given
+            assert text[: call[0]] == view.words_text(0, row["read_word"])  # no pretext budget given
             assert row["read_word"] > prev
             prev = row["read_word"]
 
@@ -170,8 +172,10 @@ def test_q_thr_and_ambiguity_filters(corpus):
     read_examples(docs[DOCS[0]], rn, GoldMemory.from_docs(docs, rn), doc_idx=DOCS[0], counts=n0)
     for extra, kept in ((29, False), (28, True)):
         mem = GoldMemory.from_docs(docs, rn)
-        mem.add((known, q.relation, f"Filler {i}") if q.subject else (f"Filler {i}", q.relation, known)
-                for i in range(extra))
+        mem.add(
+            (known, q.relation, f"Filler {i}") if q.subject else (f"Filler {i}", q.relation, known)
+            for i in range(extra)
+        )
         assert len(mem(q)) == extra + 1
         n = Counter()
         rows = read_examples(docs[DOCS[0]], rn, mem, doc_idx=DOCS[0], counts=n)
@@ -213,7 +217,7 @@ def test_seeds_reproduce_and_documents_are_independent(corpus):
     for split in ("write_train", "read_train"):  # a document's rows do not depend on the other documents built
         assert small[split].to_list() == [r for r in a[split].to_list() if r["doc_idx"] < 5]
     for row in a["write_train"]:
-        assert len(row["text"][:row["text"].index("({USER_ST})")]) <= 300
+        assert len(row["text"][: row["text"].index("({USER_ST})")]) <= 300
 
 
 def test_docs_dev_rows_point_at_gold_reads(corpus):
@@ -223,8 +227,9 @@ def test_docs_dev_rows_point_at_gold_reads(corpus):
         reads = [r for r in dd["read_dev"] if r["doc_idx"] == doc_row["doc_idx"]]
         text = doc_row["text"]
         assert len(doc_row["read_chars"]) == len(reads) > 0
-        for r, c, (ta, tb), q in zip(reads, doc_row["read_chars"], doc_row["read_target_spans"],
-                                     doc_row["read_queries"]):
+        for r, c, (ta, tb), q in zip(
+            reads, doc_row["read_chars"], doc_row["read_target_spans"], doc_row["read_queries"]
+        ):
             assert r["text"][slice(*r["target_span"])] == text[ta:tb] and c == ta  # gold: no shift on dev
             assert q == r["queries"]
         for a, b, e in doc_row["mention_spans"]:
@@ -233,6 +238,7 @@ def test_docs_dev_rows_point_at_gold_reads(corpus):
 
 def test_tokenized_labels_cover_the_spans(corpus, smol):
     from retllm_utils.training import IGNORE, tokenize_with_spans
+
     _, tok = smol
     docs, rn = corpus
     dd, _ = make_dataset(docs, docs[:1], rn, n_train=1, n_dev=1, seed=0, max_pretext_chars=600)
@@ -260,8 +266,8 @@ def test_read_continuation_keeps_the_read_words_space(corpus):
         for row in rows:
             text, (_, cont) = row["text"], row["spans"]
             words = view.words_text(row["read_word"], row["read_word"] + 1)
-            assert text[cont[0]:].startswith((" " if row["read_word"] else "") + words)
-            assert text[cont[0] - 2:cont[0]] == "})" and not text[:row["spans"][0][0]].endswith(" ")
+            assert text[cont[0] :].startswith((" " if row["read_word"] else "") + words)
+            assert text[cont[0] - 2 : cont[0]] == "})" and not text[: row["spans"][0][0]].endswith(" ")
 
 
 def test_read_rows_current_detects_the_old_format(corpus):
@@ -270,8 +276,9 @@ def test_read_rows_current_detects_the_old_format(corpus):
     docs, rn = corpus
     rows = [r for rs in _read_rows(docs, rn).values() for r in rs]
     assert read_rows_current(rows)
-    old = [dict(r, text=r["text"][:r["spans"][1][0]] + r["text"][r["spans"][1][0] + 1:])
-           for r in rows if r["read_word"]]
+    old = [
+        dict(r, text=r["text"][: r["spans"][1][0]] + r["text"][r["spans"][1][0] + 1 :]) for r in rows if r["read_word"]
+    ]
     assert not read_rows_current(old)
 
 

@@ -1,5 +1,6 @@
 """The triple memory: exact and fuzzy reads (each index kind), MemLLM queries, changes, persistence, the phrase
 index (fingerprint, widening search), import/export."""
+
 import json
 import random
 import sqlite3
@@ -15,8 +16,12 @@ from retllm_utils.memory import INDEX_KINDS, TripleMemory
 from retllm_utils.models import NgramEmbedder
 from retllm_utils.phrase_index import ENTITY, RELATION, PhraseIndex, get_meta, set_meta, sha1
 
-FACTS = [("Ann Lee", "employed by", "Pfizer"), ("Bo Wu", "employed by", "Pfizer"),
-         ("Ann Lee", "founder of", "Moderna"), ("Cy Oda", "customer of", "Moderna")]
+FACTS = [
+    ("Ann Lee", "employed by", "Pfizer"),
+    ("Bo Wu", "employed by", "Pfizer"),
+    ("Ann Lee", "founder of", "Moderna"),
+    ("Cy Oda", "customer of", "Moderna"),
+]
 
 
 def names(n, seed=0):
@@ -57,15 +62,18 @@ class CountingEmbedder(NgramEmbedder):
 
 
 # ---------------------------------------------------------------------------------------------- RET-LLM reads
-@pytest.mark.parametrize("query, expected", [
-    (("", "employed by", "Pfizer"), [0, 1]),
-    (("Ann Lee", "", ""), [0, 2]),
-    (("", "", "Moderna"), [2, 3]),
-    (("Ann Lee", "employed by", ""), [0]),
-    (("Ann Lee", "", "Moderna"), [2]),
-    (("", "founder of", ""), [2]),
-    (("Bo Wu", "employed by", "Pfizer"), [1]),
-])
+@pytest.mark.parametrize(
+    "query, expected",
+    [
+        (("", "employed by", "Pfizer"), [0, 1]),
+        (("Ann Lee", "", ""), [0, 2]),
+        (("", "", "Moderna"), [2, 3]),
+        (("Ann Lee", "employed by", ""), [0]),
+        (("Ann Lee", "", "Moderna"), [2]),
+        (("", "founder of", ""), [2]),
+        (("Bo Wu", "employed by", "Pfizer"), [1]),
+    ],
+)
 def test_exact_hit_every_query_shape(mem, query, expected):
     res = mem.read_explained(query)
     assert res.matches == [Triple(*FACTS[i]) for i in expected]  # write order
@@ -92,7 +100,7 @@ def test_fuzzy_hit_through_each_index(index):
     hits = 0
     for name in rng.sample(ents, 40):
         i = rng.randrange(1, len(name) - 1)
-        typo = name[:i] + name[i + 1:]
+        typo = name[:i] + name[i + 1 :]
         sub = m.read_explained((typo, "", "")).substitutions[0]
         hits += sub.stored == name
     assert hits >= 38, f"{index}: only {hits}/40 typos found their phrase"
@@ -173,13 +181,16 @@ def test_idempotent_writes(mem):
     assert len(mem) == 5 and list(mem).count(Triple("Dee Ito", "employed by", "Pfizer")) == 1
 
 
-@pytest.mark.parametrize("bad, named", [
-    (("Dee Ito", "", "Pfizer"), "relation ''"),
-    (("Dee Ito", "employed by", "   "), "object ''"),
-    ((None, "employed by", "Pfizer"), "subject None"),
-    (("Dee Ito", "employed by", 7), "object 7"),
-    (("Dee Ito", "employed by"), "triple 1"),
-])
+@pytest.mark.parametrize(
+    "bad, named",
+    [
+        (("Dee Ito", "", "Pfizer"), "relation ''"),
+        (("Dee Ito", "employed by", "   "), "object ''"),
+        ((None, "employed by", "Pfizer"), "subject None"),
+        (("Dee Ito", "employed by", 7), "object 7"),
+        (("Dee Ito", "employed by"), "triple 1"),
+    ],
+)
 def test_bad_input_names_the_term_and_writes_nothing(mem, bad, named):
     before, phrases = list(mem), repr(mem)
     with pytest.raises(ValueError, match=named):
@@ -211,8 +222,9 @@ def test_stored_phrases_are_embedded_once(tmp_path):
     with TripleMemory(tmp_path / "m.sqlite", embedder=emb) as m:
         m.write_many(FACTS)
         m.write_many(FACTS + [("Bo Wu", "founder of", "Pfizer")])
-    assert sorted(emb.seen) == sorted({"Ann Lee", "Bo Wu", "Pfizer", "Moderna", "Cy Oda",
-                                       "employed by", "founder of", "customer of"})
+    assert sorted(emb.seen) == sorted(
+        {"Ann Lee", "Bo Wu", "Pfizer", "Moderna", "Cy Oda", "employed by", "founder of", "customer of"}
+    )
     (tmp_path / "m.sqlite.entity.faiss").unlink()
     emb.seen.clear()
     with TripleMemory(tmp_path / "m.sqlite", embedder=emb) as m:  # rebuilt from the stored BLOBs
@@ -237,8 +249,13 @@ def test_delete_update(mem):
 
 def test_replace_object_the_president_changes():
     m = TripleMemory(embedder=NgramEmbedder(), index="flat")
-    m.write_many([("United States", "president", "Barack Obama"), ("United States", "capital", "Washington"),
-                  ("France", "president", "Francois Hollande")])
+    m.write_many(
+        [
+            ("United States", "president", "Barack Obama"),
+            ("United States", "capital", "Washington"),
+            ("France", "president", "Francois Hollande"),
+        ]
+    )
     removed = m.replace_object("United States", "president", "Donald Trump")
     assert removed == [Triple("United States", "president", "Barack Obama")]
     assert m.read(("United States", "president", "")) == [Triple("United States", "president", "Donald Trump")]
@@ -314,12 +331,15 @@ def test_reopen_after_a_crash_holds_every_commit(tmp_path):
     m.close()
 
 
-@pytest.mark.parametrize("damage, status", [
-    ("delete", "rebuilt (missing)"),
-    ("garbage", "rebuilt (file changed)"),
-    ("old copy", "rebuilt (file changed)"),
-    ("other kind", "rebuilt (other index kind)"),
-])
+@pytest.mark.parametrize(
+    "damage, status",
+    [
+        ("delete", "rebuilt (missing)"),
+        ("garbage", "rebuilt (file changed)"),
+        ("old copy", "rebuilt (file changed)"),
+        ("other kind", "rebuilt (other index kind)"),
+    ],
+)
 def test_index_rebuilt_when_missing_or_stale(tmp_path, damage, status):
     path = tmp_path / "mem.sqlite"
     efile = tmp_path / "mem.sqlite.entity.faiss"
@@ -367,8 +387,9 @@ def _saved_memory(tmp_path, index="hnsw"):
 
 
 def _entity_index(conn, path, index="hnsw", hnsw_m=32):
-    return PhraseIndex(conn, ENTITY, 256, index, path.with_name(path.name + ".entity.faiss"), lsh_nbits=512,
-                       hnsw_m=hnsw_m)
+    return PhraseIndex(
+        conn, ENTITY, 256, index, path.with_name(path.name + ".entity.faiss"), lsh_nbits=512, hnsw_m=hnsw_m
+    )
 
 
 def test_phrase_index_loads_a_matching_file_and_says_why_it_rebuilds(tmp_path):
@@ -428,7 +449,7 @@ def test_phrase_index_search_widens_k_and_scores_exactly(index):
     # the nearest still used phrase, though the 16 (and 64) nearest candidates are all unused
     for e in near:
         m.delete(e, "employed by", "Pfizer")
-    (pid, text, cos), = ents.search(vec, -1.0, nearest_only=True)
+    ((pid, text, cos),) = ents.search(vec, -1.0, nearest_only=True)
     used = ["Bo Wu", "Moderna"]  # "Pfizer" and every "Ann Lee i" are unused now
     cosines = emb.encode(used) @ vec
     assert text == used[int(np.argmax(cosines))] and cos == pytest.approx(cosines.max(), abs=1e-5)
@@ -437,8 +458,12 @@ def test_phrase_index_search_widens_k_and_scores_exactly(index):
 
 
 # ---------------------------------------------------------------------------------------------- import / export
-TRICKY = [("O'Brien, Pat", 'says "hi"', "NA"), ("None", "née", "007"), ("a\nb", "x;y>>z", "{MEM_READ}"),
-          ("Zoë 🙂", "tab\there", "null")]
+TRICKY = [
+    ("O'Brien, Pat", 'says "hi"', "NA"),
+    ("None", "née", "007"),
+    ("a\nb", "x;y>>z", "{MEM_READ}"),
+    ("Zoë 🙂", "tab\there", "null"),
+]
 
 
 def test_dataframe_round_trip():
@@ -483,8 +508,11 @@ def test_sql_round_trip():
     assert len(m3) == 2
 
 
-term = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), min_size=1,
-               max_size=12).map(str.strip).filter(bool)
+term = (
+    st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), min_size=1, max_size=12)
+    .map(str.strip)
+    .filter(bool)
+)
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -510,8 +538,9 @@ def test_inspection(mem):
     assert len(mem) == 4 and list(mem) == [Triple(*t) for t in FACTS]
     assert FACTS[0] in mem and Triple(*FACTS[1]) in mem and ("Ann Lee", "employed by", "Moderna") not in mem
     assert "nonsense" not in mem and ("", "", "") not in mem
-    assert repr(mem) == ("TripleMemory(4 triples, 5 entities, 3 relations, index='flat', "
-                         "embedder='ngram-256', path=':memory:')")
+    assert repr(mem) == (
+        "TripleMemory(4 triples, 5 entities, 3 relations, index='flat', embedder='ngram-256', path=':memory:')"
+    )
     assert mem.tau_entity == NgramEmbedder().thresholds["tau_entity"] and mem.q_thr == 30
     with pytest.raises(ValueError, match="index must be one of"):
         TripleMemory(embedder=NgramEmbedder(), index="ivf")
@@ -530,15 +559,22 @@ def minilm():
         thresholds = {"tau_entity": 0.75, "tau_relation": 0.7, "tau_triple": 0.85, "fuzzy": 0.75}
 
         def encode(self, texts):
-            return model.encode(list(texts), normalize_embeddings=True, convert_to_numpy=True,
-                                show_progress_bar=False).astype(np.float32)
+            return model.encode(
+                list(texts), normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False
+            ).astype(np.float32)
+
     return MiniLM()
 
 
 def test_minilm_merges_synonyms_not_neighbours(minilm):
     m = TripleMemory(embedder=minilm, index="hnsw")
-    m.write_many([("Joe Biden", "president of", "United States"), ("Rishi Sunak", "prime minister of",
-                  "United Kingdom"), ("Angela Merkel", "chancellor of", "Germany")])
+    m.write_many(
+        [
+            ("Joe Biden", "president of", "United States"),
+            ("Rishi Sunak", "prime minister of", "United Kingdom"),
+            ("Angela Merkel", "chancellor of", "Germany"),
+        ]
+    )
     res = m.read_explained(("", "", "USA"))  # "USA"/"United States" 0.89
     assert res.matches == [Triple("Joe Biden", "president of", "United States")]
     assert res.substitutions[0].stored == "United States"

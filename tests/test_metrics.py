@@ -1,4 +1,5 @@
 """The shared scores: one precision/recall rule for both papers, whole-word mentions."""
+
 import math
 
 from retllm_utils.metrics import PRF, ratio, whole_word

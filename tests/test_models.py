@@ -1,4 +1,5 @@
 """Offline model loading (GGUF → cached HF checkpoint), device choice, and the phrase embedders."""
+
 import importlib.metadata
 import importlib.util
 import re
@@ -37,11 +38,13 @@ def _refuse_network(*args, **kwargs):
 def _without(monkeypatch, module_name):
     """Make find_spec report `module_name` as not installed, as on a machine without that package."""
     real = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec",
-                        lambda name, *a, **k: None if name == module_name else real(name, *a, **k))
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a, **k: None if name == module_name else real(name, *a, **k)
+    )
 
 
 # ------------------------------------------------------------------------------------------------ no model needed
+
 
 def test_gguf_found_without_importing_its_package():
     path = gguf_path()
@@ -102,6 +105,7 @@ def test_interrupted_write_leaves_no_half_cache(tmp_path):
 
 # ------------------------------------------------------------------------------------------------ MiniLM
 
+
 @pytest.fixture(scope="module")
 def minilm():
     with pytest.MonkeyPatch.context() as mp:
@@ -135,6 +139,7 @@ def test_minilm_default_thresholds_match_their_measurement(minilm):
 
 
 # ------------------------------------------------------------------------------------------------ SmolLM2
+
 
 @pytest.fixture(scope="module")
 def converted(tmp_path_factory):
@@ -180,12 +185,13 @@ def test_tokenizer_and_greedy_reply_stop_on_im_end(converted):
     # the dequantized checkpoint keeps SmolLM2's tied input/output embeddings
     assert model.get_output_embeddings().weight.data_ptr() == model.get_input_embeddings().weight.data_ptr()
     im_end = tok.convert_tokens_to_ids("<|im_end|>")
-    prompt = tok.apply_chat_template([{"role": "user", "content": "What is the capital of France?"}],
-                                     tokenize=False, add_generation_prompt=True)
+    prompt = tok.apply_chat_template(
+        [{"role": "user", "content": "What is the capital of France?"}], tokenize=False, add_generation_prompt=True
+    )
     ids = tok(prompt, return_tensors="pt")
     with torch.no_grad():
         out = model.generate(**ids, max_new_tokens=30, do_sample=False, eos_token_id=im_end, pad_token_id=im_end)
-    new = out[0, ids["input_ids"].shape[1]:]
+    new = out[0, ids["input_ids"].shape[1] :]
     assert new[-1].item() == im_end and len(new) < 30
     assert "Paris" in tok.decode(new, skip_special_tokens=True)
 

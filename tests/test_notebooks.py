@@ -4,6 +4,7 @@ One `parameters` cell, no papermill `injected-parameters` cell left behind (an i
 tools/run_notebooks.py removes it), the parameters validated first thing, one H2 heading per step, and
 outputs free of the machine that ran them (paths, frozen progress bars).
 """
+
 from __future__ import annotations
 
 import json
@@ -52,9 +53,10 @@ def test_parameters_cell_then_validation(path):
     assert len(params) == 1, f"{path.name}: {len(params)} cells tagged 'parameters'"
     injected = [c.get("id") for c in cells if "injected-parameters" in _tags(c)]
     assert not injected, f"{path.name}: papermill's injected-parameters cell left in: {injected}"
-    after = next((c for c in cells[params[0] + 1:] if c["cell_type"] == "code"), None)
-    assert after is not None and "check_profile(profile)" in _src(after), \
+    after = next((c for c in cells[params[0] + 1 :] if c["cell_type"] == "code"), None)
+    assert after is not None and "check_profile(profile)" in _src(after), (
         f"{path.name}: the first code cell after the parameters cell must call check_profile(profile)"
+    )
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
@@ -68,8 +70,13 @@ def test_parameters_cell_parses(path):
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
 def test_h2_headings(path):
-    headings = [line for c in _load(path)["cells"] if c["cell_type"] == "markdown"
-                for line in _src(c).splitlines() if line.startswith("## ")]
+    headings = [
+        line
+        for c in _load(path)["cells"]
+        if c["cell_type"] == "markdown"
+        for line in _src(c).splitlines()
+        if line.startswith("## ")
+    ]
     assert len(headings) >= 2, f"{path.name}: one '## ' heading per step expected, found {headings}"
 
 

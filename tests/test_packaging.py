@@ -1,4 +1,5 @@
 """The set-up files agree with each other: environment.yml, pyproject.toml, Makefile, README, .ci/run."""
+
 import re
 from pathlib import Path
 
@@ -32,7 +33,7 @@ def test_torch_pin_is_the_same_everywhere():
     pins = set(re.findall(r"torch==([\d.]+)", make)) | set(re.findall(r"torch==([\d.]+)", " ".join(_env_pip())))
     assert len(pins) == 1, f"torch pinned differently in Makefile and environment.yml: {pins}"
     torch_req = next(d for d in pyproject["dependencies"] if d.startswith("torch"))
-    assert pins.pop() in SpecifierSet(torch_req[len("torch"):])
+    assert pins.pop() in SpecifierSet(torch_req[len("torch") :])
 
 
 def test_offline_models_installed_by_every_route():

@@ -1,4 +1,5 @@
 """MemLLM perplexity evaluators (reference vs fast), metrics, and memory-write quality scoring."""
+
 import math
 from collections import Counter
 from types import SimpleNamespace
@@ -17,9 +18,12 @@ from retllm_utils.models import NgramEmbedder
 DOC = {  # a docs_dev-shaped row: two gold reads, at "Rihanna" and at "Loud"
     "doc_idx": 0,
     "text": "The Loud Tour was a concert tour by Barbadian artist Rihanna . It supported her album Loud , "
-            "released in 2010 by Def Jam .",
-    "read_chars": [], "read_target_spans": [], "read_targets": [["Rihanna"], ["Loud"]],
-    "read_queries": [[["Loud Tour", "performer", ""]], [["", "notable work", "Rihanna"]]], "mention_spans": [],
+    "released in 2010 by Def Jam .",
+    "read_chars": [],
+    "read_target_spans": [],
+    "read_targets": [["Rihanna"], ["Loud"]],
+    "read_queries": [[["Loud Tour", "performer", ""]], [["", "notable work", "Rihanna"]]],
+    "mention_spans": [],
 }
 for name in ("Rihanna", "Loud ,"):
     a = DOC["text"].index(name, 10)
@@ -78,8 +82,7 @@ def test_fast_evaluator_matches_token_by_token_reference(smol):
         mask = {k: v for k, v in kw.items() if k in ("open_token", "mask_open")}
         none = P.fast_doc(model, tok, docs[0], P.ReadSetup(), **mask)
         with mock.patch.object(P, "read_query", fake_query) if patch else mock.patch.object(P, "OPEN", P.OPEN):
-            ref = P.reference_doc(model, tok, docs[0], setup, lookup,
-                                  **{k: v for k, v in kw.items() if k != "chunk"})
+            ref = P.reference_doc(model, tok, docs[0], setup, lookup, **{k: v for k, v in kw.items() if k != "chunk"})
             fast = P.fast_doc(model, tok, docs[0], setup, lookup, **kw)
         assert abs(np.nanmean(ref.nll) - np.nanmean(fast.nll)) < 1e-4, setup
         assert np.nanmax(np.abs(ref.nll - fast.nll)) < 1e-3 and np.isnan(ref.nll[0]) and np.isnan(fast.nll[0])
@@ -93,8 +96,15 @@ def test_fast_evaluator_matches_token_by_token_reference(smol):
 
 
 def test_aggregate_pools_tokens_and_averages_spans():
-    doc = P.EvalDoc(ids=[0] * 5, offsets=[(i, i + 1) for i in range(5)], gold_reads={}, queries=[], targets=[],
-                    target_tokens=[[1, 2], [4]], entity_tokens=[[3]])
+    doc = P.EvalDoc(
+        ids=[0] * 5,
+        offsets=[(i, i + 1) for i in range(5)],
+        gold_reads={},
+        queries=[],
+        targets=[],
+        target_tokens=[[1, 2], [4]],
+        entity_tokens=[[3]],
+    )
     res = P.DocResult(np.array([np.nan, 1.0, 3.0, 0.5, 4.0]))
     doc2 = P.EvalDoc([0, 0], [(0, 1), (1, 2)], {}, [], [], [], [[1]])
     res2 = P.DocResult(np.array([np.nan, 2.0]))
@@ -112,14 +122,22 @@ def test_read_setup_validation_and_table_rows():
         P.ReadSetup(positions="gold")
     assert len(P.TABLE1_ROWS) == 9
     assert P.TABLE1_ROWS["⑨ gold target only"].results == "target"
-    assert P._answer(P.ReadSetup(memory="m", positions="gold", results="memory+target"),
-                     [Triple("a", "r", "")], lambda q: ["x", "t"], ["t", "u"]) == ["x", "t", "u"]
+    assert P._answer(
+        P.ReadSetup(memory="m", positions="gold", results="memory+target"),
+        [Triple("a", "r", "")],
+        lambda q: ["x", "t"],
+        ["t", "u"],
+    ) == ["x", "t", "u"]
 
 
 def test_exact_precision_recall_by_hand():
     gold = [("Ann", "employer", "Pfizer"), ("Pfizer", "country", "USA"), ("Bob", "spouse", "Ann")]
-    pred = [("Ann", "employer", "Pfizer"), (" Pfizer ", "country", "USA"), ("Ann", "spouse", "Bob"),
-            ("Ann", "employer", "Pfizer")]  # a repeat counts once; whitespace is stripped
+    pred = [
+        ("Ann", "employer", "Pfizer"),
+        (" Pfizer ", "country", "USA"),
+        ("Ann", "spouse", "Bob"),
+        ("Ann", "employer", "Pfizer"),
+    ]  # a repeat counts once; whitespace is stripped
     s = score_exact(pred, gold)
     assert (s.correct_pred, s.n_pred, s.found_gold, s.n_gold) == (2, 3, 2, 3)
     assert s.precision == pytest.approx(2 / 3) and s.recall == pytest.approx(2 / 3)

@@ -1,4 +1,5 @@
 """The synthetic RET-LLM data set: reproducible bytes, disjoint people, replies and answers that follow the scene."""
+
 import re
 from collections import Counter
 
@@ -20,8 +21,14 @@ from retllm_utils.retllm.synthetic import (
     save_dataset,
 )
 
-SHAPES = {"per": (True, False, False), "per_org": (True, False, True), "per_rel": (True, True, False),
-          "org": (False, False, True), "rel": (False, True, False), "org_rel": (False, True, True)}
+SHAPES = {
+    "per": (True, False, False),
+    "per_org": (True, False, True),
+    "per_rel": (True, True, False),
+    "org": (False, False, True),
+    "rel": (False, True, False),
+    "org_rel": (False, True, True),
+}
 
 
 @pytest.fixture(scope="module")
@@ -50,11 +57,14 @@ def test_same_seed_gives_byte_identical_files(tmp_path):
     for split in ("train", "validation", "test"):
         assert (a / f"{split}.jsonl").read_bytes() == (b / f"{split}.jsonl").read_bytes()
         assert (a / f"{split}.jsonl").read_bytes() != (c / f"{split}.jsonl").read_bytes()
-        assert len((a / f"{split}.jsonl").read_text().splitlines()) == {"train": 40, "validation": 10, "test": 20}[split]
+        assert (
+            len((a / f"{split}.jsonl").read_text().splitlines()) == {"train": 40, "validation": 10, "test": 20}[split]
+        )
     files = sorted(p.relative_to(a) for p in a.rglob("*") if p.is_file())
     assert files == sorted(p.relative_to(b) for p in b.rglob("*") if p.is_file())
     assert all((a / f).read_bytes() == (b / f).read_bytes() for f in files)  # the arrow files too
     from datasets import load_from_disk
+
     assert load_from_disk(str(a))["test"].to_list() == make_dataset(7, 40, 10, 20)["test"].to_list()
 
 
@@ -153,11 +163,18 @@ def test_join_names():
         join_names([])
 
 
-_PREDICATES = {"is employed by": "employed by", "are employed by": "employed by",
-               "is a manager of": "manager of", "are managers of": "manager of",
-               "is an investor in": "investor in", "are investors in": "investor in",
-               "is a founder of": "founder of", "are founders of": "founder of",
-               "is a customer of": "customer of", "are customers of": "customer of"}
+_PREDICATES = {
+    "is employed by": "employed by",
+    "are employed by": "employed by",
+    "is a manager of": "manager of",
+    "are managers of": "manager of",
+    "is an investor in": "investor in",
+    "are investors in": "investor in",
+    "is a founder of": "founder of",
+    "are founders of": "founder of",
+    "is a customer of": "customer of",
+    "are customers of": "customer of",
+}
 _SENTENCE = re.compile(r"(.+?) (" + "|".join(_PREDICATES) + r") (.+)\.")
 
 
@@ -172,8 +189,13 @@ def test_answers_name_every_result_with_agreement(dd):
             assert m, r["answer"]
             subj, pred, org = m.groups()
             names = re.split(r", and |, | and ", subj)
-            assert subj == (names[0] if len(names) == 1 else " and ".join(names) if len(names) == 2
-                            else ", ".join(names[:-1]) + ", and " + names[-1])
+            assert subj == (
+                names[0]
+                if len(names) == 1
+                else " and ".join(names)
+                if len(names) == 2
+                else ", ".join(names[:-1]) + ", and " + names[-1]
+            )
             assert pred.startswith("are ") == (len(names) > 1), r["answer"]
             plural += len(names) > 1
             said += [[n, _PREDICATES[pred], org] for n in names]
@@ -198,8 +220,8 @@ def test_rows_render_with_the_shared_prompt_format(dd):
 
     for r in dd["test"].select(range(20)):
         text, spans = retllm_example_text(NoTemplate(), r)
-        assert text[spans[0][0]:spans[0][1]] == r["api"]
-        assert text[spans[-1][0]:spans[-1][1]] == r["answer"] + "</s>"  # '' for writes
+        assert text[spans[0][0] : spans[0][1]] == r["api"]
+        assert text[spans[-1][0] : spans[-1][1]] == r["answer"] + "</s>"  # '' for writes
 
 
 def test_shipped_name_lists():

@@ -1,17 +1,29 @@
 """Loss masks: the supervised tokens are exactly the API call and the answer (+ end token), nothing else."""
+
 import pytest
 
 from retllm_utils.api import format_retllm_read_query, format_retllm_read_reply, format_retllm_write
 from retllm_utils.prompts import end_token, retllm_example_text
 from retllm_utils.training import IGNORE, build_sft_dataset, supervised_text, tokenize_with_spans
 
-READ = dict(user="Who is employed by Pfizer?", api=format_retllm_read_query(("", "employed by", "Pfizer")),
-            reply=format_retllm_read_reply([("Ann Lee", "employed by", "Pfizer"), ("Bo Wu", "employed by", "Pfizer")]),
-            answer="Ann Lee and Bo Wu are employed by Pfizer.")
-WRITE = dict(user="Ann Lee and Bo Wu work for Pfizer.", reply="", answer="",
-             api=format_retllm_write([("Ann Lee", "employed by", "Pfizer"), ("Bo Wu", "employed by", "Pfizer")]))
-EMPTY = dict(user="Who founded Tesla?", api=format_retllm_read_query(("", "founder of", "Tesla")),
-             reply=format_retllm_read_reply([]), answer="I don't know.")
+READ = dict(
+    user="Who is employed by Pfizer?",
+    api=format_retllm_read_query(("", "employed by", "Pfizer")),
+    reply=format_retllm_read_reply([("Ann Lee", "employed by", "Pfizer"), ("Bo Wu", "employed by", "Pfizer")]),
+    answer="Ann Lee and Bo Wu are employed by Pfizer.",
+)
+WRITE = dict(
+    user="Ann Lee and Bo Wu work for Pfizer.",
+    reply="",
+    answer="",
+    api=format_retllm_write([("Ann Lee", "employed by", "Pfizer"), ("Bo Wu", "employed by", "Pfizer")]),
+)
+EMPTY = dict(
+    user="Who founded Tesla?",
+    api=format_retllm_read_query(("", "founder of", "Tesla")),
+    reply=format_retllm_read_reply([]),
+    answer="I don't know.",
+)
 
 
 @pytest.fixture(scope="module")

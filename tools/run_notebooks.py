@@ -5,6 +5,7 @@ executed in place, which is how their committed outputs are produced. An in-plac
 (see `tidy_in_place`): it opens as users expect, with the profile in its parameters cell's default and in the
 validation cell's output, and papermill's parameters kept in the notebook metadata.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -74,8 +75,14 @@ def main() -> int:
         t0 = time.time()
         print(f"== {nb.name} (profile={args.profile})", flush=True)
         try:
-            pm.execute_notebook(str(nb), str(out), parameters={"profile": args.profile}, kernel_name="python3",
-                                cwd=str(nb.parent), progress_bar=False)
+            pm.execute_notebook(
+                str(nb),
+                str(out),
+                parameters={"profile": args.profile},
+                kernel_name="python3",
+                cwd=str(nb.parent),
+                progress_bar=False,
+            )
         finally:
             # Executed copies (--out, as `make test` makes them) are left exactly as papermill wrote them: nbval
             # re-runs the copy, and without its injected cell it would run the parameters cell's default profile

@@ -17,6 +17,7 @@ first mention listed in `vertexSet` (Re-DocRED does not list mentions in order).
 A lookup maps a MemLLM query, (s, r, "") or ("", r, o), to the other entities: `GoldMemory` by exact match over
 gold triples, `triple_memory_lookup` through a `TripleMemory` filled by the write model.
 """
+
 from __future__ import annotations
 
 import json
@@ -46,8 +47,9 @@ def _check_doc(path: Any, i: int, doc: Any) -> None:
         if key not in doc:
             raise _bad(path, i, doc, f"missing {key!r} (DocRED format: title, sents, vertexSet, labels)")
     sents = doc["sents"]
-    if not isinstance(sents, list) or not all(isinstance(s, list) and all(isinstance(w, str) for w in s)
-                                              for s in sents):
+    if not isinstance(sents, list) or not all(
+        isinstance(s, list) and all(isinstance(w, str) for w in s) for s in sents
+    ):
         raise _bad(path, i, doc, "'sents' must be a list of token lists")
     for e, ent in enumerate(doc["vertexSet"]):
         if not isinstance(ent, list) or not ent:
@@ -95,8 +97,9 @@ def relation_names(path: str | Path) -> dict[str, str]:
     """DocRED's rel_info.json: Wikidata relation id -> name ("P17" -> "country"), the names triples use."""
     path = Path(path)
     names = json.loads(path.read_text(encoding="utf-8"))
-    if not isinstance(names, dict) or not all(isinstance(k, str) and isinstance(v, str) and v.strip()
-                                              for k, v in names.items()):
+    if not isinstance(names, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) and v.strip() for k, v in names.items()
+    ):
         raise ValueError(f"{path}: expected an object of relation id -> non-empty name")
     return {k: v.strip() for k, v in names.items()}
 
@@ -130,11 +133,19 @@ class DocView:
         mentions, first, names = [], [], []
         sent_entities = [set() for _ in doc["sents"]]
         for e, ent in enumerate(doc["vertexSet"]):
-            ms = sorted((sent_start[m["sent_id"]] + m["pos"][0], sent_start[m["sent_id"]] + m["pos"][1], e,
-                         m["sent_id"], " ".join(str(m["name"]).split())) for m in ent)
+            ms = sorted(
+                (
+                    sent_start[m["sent_id"]] + m["pos"][0],
+                    sent_start[m["sent_id"]] + m["pos"][1],
+                    e,
+                    m["sent_id"],
+                    " ".join(str(m["name"]).split()),
+                )
+                for m in ent
+            )
             mentions += [m[:4] for m in ms]
             first.append(ms[0][:4])
-            names.append(ms[0][4] or " ".join(words[ms[0][0]:ms[0][1]]))
+            names.append(ms[0][4] or " ".join(words[ms[0][0] : ms[0][1]]))
             for m in ms:
                 sent_entities[m[3]].add(e)
         mentions.sort()
@@ -161,15 +172,17 @@ class DocView:
         return self.words_text(start, end_word), start
 
 
-def gold_triples(doc: Mapping[str, Any], rel_names: Mapping[str, str], view: DocView | None = None
-                 ) -> list[tuple[int, Triple]]:
+def gold_triples(
+    doc: Mapping[str, Any], rel_names: Mapping[str, str], view: DocView | None = None
+) -> list[tuple[int, Triple]]:
     """(label index, Triple with canonical names) for every usable label; h == t and repeats are skipped."""
     view = view or DocView.of(doc)
     out, seen = [], set()
     for k, lab in enumerate(doc["labels"]):
         if lab["r"] not in rel_names:
-            raise ValueError(f"document {doc.get('title', '')!r} label {k}: relation {lab['r']!r} "
-                             "is not in rel_info.json")
+            raise ValueError(
+                f"document {doc.get('title', '')!r} label {k}: relation {lab['r']!r} is not in rel_info.json"
+            )
         t = Triple(view.names[lab["h"]], rel_names[lab["r"]], view.names[lab["t"]])
         if lab["h"] == lab["t"] or t.subject == t.object or t in seen:
             continue

@@ -43,6 +43,7 @@ triples) or `docred.triple_memory_lookup` (a `TripleMemory` filled by the write 
 Rows are tokenizer-independent: `text`, `spans` (supervised [start, end) character spans) and `add_eos`;
 `render(tokenizer, row)` appends the end token and gives what `training.tokenize_with_spans` takes.
 """
+
 from __future__ import annotations
 
 from collections import Counter
@@ -56,9 +57,21 @@ from ..metrics import whole_word
 from .docred import DocView, GoldMemory, Lookup, gold_triples
 
 __all__ = [
-    "AMBIGUOUS_QUERIES", "Q_THR", "MAX_QUERIES", "MAX_TRIPLES", "EMPTY_EVIDENCE", "READ_CONTINUE",
-    "relation_sentence", "write_examples", "build_write_rows", "read_examples", "build_read_rows", "eval_doc_row",
-    "render", "features", "make_dataset",
+    "AMBIGUOUS_QUERIES",
+    "Q_THR",
+    "MAX_QUERIES",
+    "MAX_TRIPLES",
+    "EMPTY_EVIDENCE",
+    "READ_CONTINUE",
+    "relation_sentence",
+    "write_examples",
+    "build_write_rows",
+    "read_examples",
+    "build_read_rows",
+    "eval_doc_row",
+    "render",
+    "features",
+    "make_dataset",
 ]
 
 MAX_QUERIES = 3  # official MAX_QUERIES
@@ -69,13 +82,36 @@ EMPTY_EVIDENCE = ("co_sentence", "first_mention", "drop")
 # MemLLM Table 2 (official data/mr_data_config.py SKIP_QUERIES): (relation, the side the query gives).
 # ">>country of citizenship>>France" (object given) asks for everyone French: far too many answers.
 AMBIGUOUS_QUERIES = frozenset(
-    [(r, "object") for r in (
-        "country of citizenship", "country", "country of origin", "religion", "place of birth", "place of death",
-        "work location", "location of formation", "location", "basin country", "residence", "publication date",
-        "production company", "original language of work", "applies to jurisdiction", "platform",
-        "located in the administrative territorial entity", "headquarters location", "inception", "employer",
-        "date of birth", "date of death", "educated at")]
-    + [(r, "subject") for r in ("continent", "contains administrative territorial entity")])
+    [
+        (r, "object")
+        for r in (
+            "country of citizenship",
+            "country",
+            "country of origin",
+            "religion",
+            "place of birth",
+            "place of death",
+            "work location",
+            "location of formation",
+            "location",
+            "basin country",
+            "residence",
+            "publication date",
+            "production company",
+            "original language of work",
+            "applies to jurisdiction",
+            "platform",
+            "located in the administrative territorial entity",
+            "headquarters location",
+            "inception",
+            "employer",
+            "date of birth",
+            "date of death",
+            "educated at",
+        )
+    ]
+    + [(r, "subject") for r in ("continent", "contains administrative territorial entity")]
+)
 
 
 # ----------------------------------------------------------------------------------------------- writes
@@ -93,8 +129,15 @@ def relation_sentence(view: DocView, label: Mapping[str, Any], empty_evidence: s
     return max(evidence + [view.first[h][3], view.first[t][3]])
 
 
-def write_examples(doc: Mapping[str, Any], rel_names: Mapping[str, str], *, doc_idx: int = 0, split: str = "",
-                   max_pretext_chars: int | None = None, empty_evidence: str = "co_sentence") -> list[dict]:
+def write_examples(
+    doc: Mapping[str, Any],
+    rel_names: Mapping[str, str],
+    *,
+    doc_idx: int = 0,
+    split: str = "",
+    max_pretext_chars: int | None = None,
+    empty_evidence: str = "co_sentence",
+) -> list[dict]:
     """One write row per sentence (no-relation sentences included; `build_write_rows` drops most of them)."""
     view = DocView.of(doc)
     by_sent: dict[int, list] = {}
@@ -105,8 +148,10 @@ def write_examples(doc: Mapping[str, Any], rel_names: Mapping[str, str], *, doc_
             continue
         # order inside the call by where the later of the two entities is mentioned in the sentence (official)
         lo, hi = view.sent_start[s], view.sent_start[s + 1]
-        pos = [min((m[0] for m in view.mentions if m[2] == e and lo <= m[0] < hi), default=hi)
-               for e in (lab["h"], lab["t"])]
+        pos = [
+            min((m[0] for m in view.mentions if m[2] == e and lo <= m[0] < hi), default=hi)
+            for e in (lab["h"], lab["t"])
+        ]
         by_sent.setdefault(s, []).append((max(pos), k, t))
     rows = []
     for s in range(len(doc["sents"])):
@@ -114,10 +159,20 @@ def write_examples(doc: Mapping[str, Any], rel_names: Mapping[str, str], *, doc_
         pretext, start = view.pretext(view.sent_start[s], max_pretext_chars)
         head = pretext + USER_ST + view.sentence(s) + USER_END
         text = head + format_memllm_write(triples)
-        rows.append({"id": f"{split}-{doc_idx}-w{s}", "doc_idx": doc_idx, "title": doc.get("title", ""),
-                     "sent_id": s, "text": text, "spans": [[len(head), len(text)]], "add_eos": True,
-                     "triples": [list(t) for t in triples], "n_triples": len(triples),
-                     "pretext_start_word": start})
+        rows.append(
+            {
+                "id": f"{split}-{doc_idx}-w{s}",
+                "doc_idx": doc_idx,
+                "title": doc.get("title", ""),
+                "sent_id": s,
+                "text": text,
+                "spans": [[len(head), len(text)]],
+                "add_eos": True,
+                "triples": [list(t) for t in triples],
+                "n_triples": len(triples),
+                "pretext_start_word": start,
+            }
+        )
     return rows
 
 
@@ -126,10 +181,18 @@ def _doc_rng(seed: int, doc_idx: int, salt: int) -> np.random.Generator:
     return np.random.default_rng([seed, doc_idx, salt])
 
 
-def build_write_rows(docs: Sequence[Mapping[str, Any]], rel_names: Mapping[str, str], doc_ids: Iterable[int], *,
-                     split: str, seed: int = 0, drop_empty: float = 0.85, max_pretext_chars: int | None = None,
-                     empty_evidence: str = "co_sentence", max_triples: int | None = MAX_TRIPLES
-                     ) -> tuple[list[dict], Counter]:
+def build_write_rows(
+    docs: Sequence[Mapping[str, Any]],
+    rel_names: Mapping[str, str],
+    doc_ids: Iterable[int],
+    *,
+    split: str,
+    seed: int = 0,
+    drop_empty: float = 0.85,
+    max_pretext_chars: int | None = None,
+    empty_evidence: str = "co_sentence",
+    max_triples: int | None = MAX_TRIPLES,
+) -> tuple[list[dict], Counter]:
     """Write rows of the chosen documents, and counts.
 
     Each no-relation sentence is kept with probability 1 - drop_empty (the paper drops 85%); a sentence with
@@ -144,8 +207,9 @@ def build_write_rows(docs: Sequence[Mapping[str, Any]], rel_names: Mapping[str, 
         n["documents"] += 1
         n["labels"] += len(doc["labels"])
         n["labels_without_evidence"] += sum(1 for lab in doc["labels"] if not lab.get("evidence"))
-        for row in write_examples(doc, rel_names, doc_idx=d, split=split, max_pretext_chars=max_pretext_chars,
-                                  empty_evidence=empty_evidence):
+        for row in write_examples(
+            doc, rel_names, doc_idx=d, split=split, max_pretext_chars=max_pretext_chars, empty_evidence=empty_evidence
+        ):
             n["sentences"] += 1
             if max_triples is not None and row["n_triples"] >= max_triples:
                 n["dropped_too_many_triples"] += 1
@@ -164,8 +228,14 @@ def build_write_rows(docs: Sequence[Mapping[str, Any]], rel_names: Mapping[str, 
 
 
 # ----------------------------------------------------------------------------------------------- reads
-def _read_points(doc: Mapping[str, Any], view: DocView, rel_names: Mapping[str, str],
-                 ambiguous: frozenset, first_mention_filter: bool, n: Counter) -> list[dict]:
+def _read_points(
+    doc: Mapping[str, Any],
+    view: DocView,
+    rel_names: Mapping[str, str],
+    ambiguous: frozenset,
+    first_mention_filter: bool,
+    n: Counter,
+) -> list[dict]:
     """Read candidates in reading order: a first mention completing relations with entities seen before it."""
     labels = [(doc["labels"][k], t) for k, t in gold_triples(doc, rel_names, view)]
     seen: set[int] = set()
@@ -206,12 +276,25 @@ def _read_points(doc: Mapping[str, Any], view: DocView, rel_names: Mapping[str, 
     return [points[a] for a in sorted(points)]
 
 
-def read_examples(doc: Mapping[str, Any], rel_names: Mapping[str, str], lookup: Lookup, *, doc_idx: int = 0,
-                  split: str = "", seed: int = 0, max_pretext_chars: int | None = None, q_thr: int = Q_THR,
-                  max_queries: int = MAX_QUERIES, ambiguous: Iterable[tuple[str, str]] = AMBIGUOUS_QUERIES,
-                  first_mention_filter: bool = True, early_shift: float = 0.0, fill_empty_with_target: bool = True,
-                  results_source: str = "gold", shuffle_results: bool = True, counts: Counter | None = None
-                  ) -> list[dict]:
+def read_examples(
+    doc: Mapping[str, Any],
+    rel_names: Mapping[str, str],
+    lookup: Lookup,
+    *,
+    doc_idx: int = 0,
+    split: str = "",
+    seed: int = 0,
+    max_pretext_chars: int | None = None,
+    q_thr: int = Q_THR,
+    max_queries: int = MAX_QUERIES,
+    ambiguous: Iterable[tuple[str, str]] = AMBIGUOUS_QUERIES,
+    first_mention_filter: bool = True,
+    early_shift: float = 0.0,
+    fill_empty_with_target: bool = True,
+    results_source: str = "gold",
+    shuffle_results: bool = True,
+    counts: Counter | None = None,
+) -> list[dict]:
     """The read rows of one document (see the module doc); `counts` collects what each filter dropped.
 
     `fill_empty_with_target`: when no query returns anything, the results are the target itself (official code),
@@ -270,25 +353,49 @@ def read_examples(doc: Mapping[str, Any], rel_names: Mapping[str, str], lookup: 
         c0 = len(pre) + len(call) + len(reply)  # where the continuation starts in `text`
         shift = c0 + len(lead) - view.char_start[read]  # doc char offset -> row char offset, in the continuation
         ta, tb = p["target_word"]
-        rows.append({
-            "id": f"{split}-{doc_idx}-r{i}", "doc_idx": doc_idx, "title": doc.get("title", ""), "text": text,
-            "spans": [[len(pre), len(pre) + len(call)], [c0, len(text)]], "add_eos": False,
-            "queries": [list(q) for q in p["queries"]], "n_results": p["n_results"], "results": p["results"],
-            "results_source": results_source, "targets": p["targets"],
-            "target_span": [view.char_start[ta] + shift, view.char_start[tb] - 1 + shift],
-            "entity_spans": [[view.char_start[ma] + shift, view.char_start[mb] - 1 + shift, e]
-                             for ma, mb, e, _ in view.mentions if read <= ma and mb <= nxt],
-            "read_word": read, "target_word": [ta, tb], "shift": p["shift"],
-            "read_char": view.char_start[read], "pretext_start_word": pre_start, "eot": eot,
-        })
+        rows.append(
+            {
+                "id": f"{split}-{doc_idx}-r{i}",
+                "doc_idx": doc_idx,
+                "title": doc.get("title", ""),
+                "text": text,
+                "spans": [[len(pre), len(pre) + len(call)], [c0, len(text)]],
+                "add_eos": False,
+                "queries": [list(q) for q in p["queries"]],
+                "n_results": p["n_results"],
+                "results": p["results"],
+                "results_source": results_source,
+                "targets": p["targets"],
+                "target_span": [view.char_start[ta] + shift, view.char_start[tb] - 1 + shift],
+                "entity_spans": [
+                    [view.char_start[ma] + shift, view.char_start[mb] - 1 + shift, e]
+                    for ma, mb, e, _ in view.mentions
+                    if read <= ma and mb <= nxt
+                ],
+                "read_word": read,
+                "target_word": [ta, tb],
+                "shift": p["shift"],
+                "read_char": view.char_start[read],
+                "pretext_start_word": pre_start,
+                "eot": eot,
+            }
+        )
         n["read_examples"] += 1
         n[f"reads_with_{len(p['queries'])}_queries"] += 1
         n["queries"] += len(p["queries"])
     return rows
 
 
-def build_read_rows(docs: Sequence[Mapping[str, Any]], rel_names: Mapping[str, str], doc_ids: Iterable[int],
-                    lookup: Lookup, *, split: str, seed: int = 0, **kw: Any) -> tuple[list[dict], Counter]:
+def build_read_rows(
+    docs: Sequence[Mapping[str, Any]],
+    rel_names: Mapping[str, str],
+    doc_ids: Iterable[int],
+    lookup: Lookup,
+    *,
+    split: str,
+    seed: int = 0,
+    **kw: Any,
+) -> tuple[list[dict], Counter]:
     """Read rows of the chosen documents (keywords as `read_examples`), and the counts of every filter."""
     rows, n = [], Counter()
     for d in doc_ids:
@@ -297,8 +404,9 @@ def build_read_rows(docs: Sequence[Mapping[str, Any]], rel_names: Mapping[str, s
     return rows, n
 
 
-def eval_doc_row(doc: Mapping[str, Any], rel_names: Mapping[str, str], read_rows: Sequence[Mapping[str, Any]],
-                 doc_idx: int) -> dict:
+def eval_doc_row(
+    doc: Mapping[str, Any], rel_names: Mapping[str, str], read_rows: Sequence[Mapping[str, Any]], doc_idx: int
+) -> dict:
     """One document for perplexity evaluation: text, mentions, gold triples, gold read points, queries and targets.
 
     Spans index the document's plain text (tokens joined by spaces); `read_chars` are where the gold reads go.
@@ -306,7 +414,9 @@ def eval_doc_row(doc: Mapping[str, Any], rel_names: Mapping[str, str], read_rows
     view = DocView.of(doc)
     rr = [r for r in read_rows if r["doc_idx"] == doc_idx]
     return {
-        "doc_idx": doc_idx, "title": doc.get("title", ""), "text": view.text,
+        "doc_idx": doc_idx,
+        "title": doc.get("title", ""),
+        "text": view.text,
         "sent_chars": [view.char_start[s] for s in view.sent_start[:-1]],
         "entity_names": view.names,
         "mention_spans": [[*view.span(a, b), e] for a, b, e, _ in view.mentions],
@@ -346,15 +456,40 @@ def features(kind: str) -> Any:
     if kind == "write":
         return Features({**base, "sent_id": i, "triples": List(List(s)), "n_triples": i, "pretext_start_word": i})
     if kind == "read":
-        return Features({**base, "queries": List(List(s)), "n_results": List(i), "results": List(s),
-                         "results_source": s, "targets": List(s), "target_span": List(i),
-                         "entity_spans": List(List(i)), "read_word": i, "target_word": List(i), "shift": i,
-                         "read_char": i, "pretext_start_word": i, "eot": Value("bool")})
+        return Features(
+            {
+                **base,
+                "queries": List(List(s)),
+                "n_results": List(i),
+                "results": List(s),
+                "results_source": s,
+                "targets": List(s),
+                "target_span": List(i),
+                "entity_spans": List(List(i)),
+                "read_word": i,
+                "target_word": List(i),
+                "shift": i,
+                "read_char": i,
+                "pretext_start_word": i,
+                "eot": Value("bool"),
+            }
+        )
     if kind == "docs":
-        return Features({"doc_idx": i, "title": s, "text": s, "sent_chars": List(i), "entity_names": List(s),
-                         "mention_spans": List(List(i)), "triples": List(List(s)), "read_chars": List(i),
-                         "read_target_spans": List(List(i)), "read_targets": List(List(s)),
-                         "read_queries": List(List(List(s)))})
+        return Features(
+            {
+                "doc_idx": i,
+                "title": s,
+                "text": s,
+                "sent_chars": List(i),
+                "entity_names": List(s),
+                "mention_spans": List(List(i)),
+                "triples": List(List(s)),
+                "read_chars": List(i),
+                "read_target_spans": List(List(i)),
+                "read_targets": List(List(s)),
+                "read_queries": List(List(List(s))),
+            }
+        )
     raise ValueError(f"unknown kind {kind!r}: write, read or docs")
 
 
@@ -366,12 +501,25 @@ def _dataset(rows: Sequence[Mapping[str, Any]], kind: str) -> Any:
     return Dataset.from_dict({k: [r[k] for r in rows] for k in feats}, features=feats)
 
 
-def make_dataset(train_docs: Sequence[Mapping[str, Any]], dev_docs: Sequence[Mapping[str, Any]],
-                 rel_names: Mapping[str, str], *, n_train: int | None, n_dev: int | None, seed: int = 0,
-                 drop_empty: float = 0.85, early_shift: float = 1.0, max_pretext_chars: int | None = None,
-                 empty_evidence: str = "co_sentence", max_triples: int | None = MAX_TRIPLES, q_thr: int = Q_THR,
-                 max_queries: int = MAX_QUERIES, first_mention_filter: bool = True,
-                 train_lookup: Lookup | None = None, results_source: str = "gold") -> tuple[Any, dict[str, dict]]:
+def make_dataset(
+    train_docs: Sequence[Mapping[str, Any]],
+    dev_docs: Sequence[Mapping[str, Any]],
+    rel_names: Mapping[str, str],
+    *,
+    n_train: int | None,
+    n_dev: int | None,
+    seed: int = 0,
+    drop_empty: float = 0.85,
+    early_shift: float = 1.0,
+    max_pretext_chars: int | None = None,
+    empty_evidence: str = "co_sentence",
+    max_triples: int | None = MAX_TRIPLES,
+    q_thr: int = Q_THR,
+    max_queries: int = MAX_QUERIES,
+    first_mention_filter: bool = True,
+    train_lookup: Lookup | None = None,
+    results_source: str = "gold",
+) -> tuple[Any, dict[str, dict]]:
     """DatasetDict write_train, read_train, write_dev, read_dev, docs_dev from the first n documents of each file,
     and the counts per split.
 
@@ -386,17 +534,30 @@ def make_dataset(train_docs: Sequence[Mapping[str, Any]], dev_docs: Sequence[Map
     dev_ids = range(len(dev_docs) if n_dev is None else min(n_dev, len(dev_docs)))
     train_lookup = train_lookup or GoldMemory.from_docs(train_docs, rel_names)
     dev_lookup = GoldMemory.from_docs(dev_docs, rel_names)
-    wkw = dict(seed=seed, drop_empty=drop_empty, max_pretext_chars=max_pretext_chars, empty_evidence=empty_evidence,
-               max_triples=max_triples)
-    rkw = dict(seed=seed, max_pretext_chars=max_pretext_chars, q_thr=q_thr, max_queries=max_queries,
-               first_mention_filter=first_mention_filter)
+    wkw = dict(
+        seed=seed,
+        drop_empty=drop_empty,
+        max_pretext_chars=max_pretext_chars,
+        empty_evidence=empty_evidence,
+        max_triples=max_triples,
+    )
+    rkw = dict(
+        seed=seed,
+        max_pretext_chars=max_pretext_chars,
+        q_thr=q_thr,
+        max_queries=max_queries,
+        first_mention_filter=first_mention_filter,
+    )
     counts, splits = {}, {}
-    jobs = (("train", train_docs, train_ids, train_lookup, early_shift, results_source),
-            ("dev", dev_docs, dev_ids, dev_lookup, 0.0, "gold"))
+    jobs = (
+        ("train", train_docs, train_ids, train_lookup, early_shift, results_source),
+        ("dev", dev_docs, dev_ids, dev_lookup, 0.0, "gold"),
+    )
     for name, docs, ids, lookup, shift, source in jobs:
         w, nw = build_write_rows(docs, rel_names, ids, split=name, **wkw)
-        r, nr = build_read_rows(docs, rel_names, ids, lookup, split=name, early_shift=shift,
-                                results_source=source, **rkw)
+        r, nr = build_read_rows(
+            docs, rel_names, ids, lookup, split=name, early_shift=shift, results_source=source, **rkw
+        )
         splits[f"write_{name}"] = _dataset(w, "write")
         splits[f"read_{name}"] = _dataset(r, "read")
         counts[f"write_{name}"], counts[f"read_{name}"] = dict(nw), dict(nr)

@@ -29,6 +29,7 @@ Text (`continue_text`): the read model writes text until "({" (`OPEN`, the token
 training rows end a continuation with it) is its top token, it ends the text, or the token limit; where a read is
 not allowed the token is chosen with "({" removed, as the evaluators score text tokens.
 """
+
 from __future__ import annotations
 
 from collections import Counter
@@ -54,8 +55,22 @@ from ..api import (
 from ..prompts import end_token
 from .examples import MAX_QUERIES
 
-__all__ = ["Step", "ModelStep", "model_steps", "OPEN", "piece", "token_id", "end_id", "write_head", "WriteCall",
-           "write_call", "ReadQuery", "read_query", "Text", "continue_text"]
+__all__ = [
+    "Step",
+    "ModelStep",
+    "model_steps",
+    "OPEN",
+    "piece",
+    "token_id",
+    "end_id",
+    "write_head",
+    "WriteCall",
+    "write_call",
+    "ReadQuery",
+    "read_query",
+    "Text",
+    "continue_text",
+]
 
 Step = Callable[[Sequence[int]], torch.Tensor]  # feed ids -> logits (vocabulary,) of the last position fed
 OPEN = "({"  # the token a read starts with (MemLLM's START; one token in SmolLM2's vocabulary)
@@ -72,8 +87,12 @@ class ModelStep:
     @torch.no_grad()
     def __call__(self, ids: Sequence[int]) -> torch.Tensor:
         kw = {"logits_to_keep": 1} if self.last_logits_only else {}
-        out = self.model(input_ids=torch.tensor([list(ids)], device=self.model.device), past_key_values=self.cache,
-                         use_cache=True, **kw)
+        out = self.model(
+            input_ids=torch.tensor([list(ids)], device=self.model.device),
+            past_key_values=self.cache,
+            use_cache=True,
+            **kw,
+        )
         self.cache = out.past_key_values
         return out.logits[0, -1]
 
@@ -129,8 +148,16 @@ class WriteCall:
         return [c for c in parse_memllm(self.text) if isinstance(c, ApiError)]
 
 
-def write_call(step: Step, tokenizer: Any, head: str, *, late_stopping: int = 0, max_new_tokens: int = 128,
-               stop_on_repeat: bool = True, stats: Counter | None = None) -> WriteCall:
+def write_call(
+    step: Step,
+    tokenizer: Any,
+    head: str,
+    *,
+    late_stopping: int = 0,
+    max_new_tokens: int = 128,
+    stop_on_repeat: bool = True,
+    stats: Counter | None = None,
+) -> WriteCall:
     """The write call the model produces after `head` (`write_head`): greedy (K = 0) or late stopping (K > 0)."""
     close_id, stop_id = token_id(tokenizer, MEMLLM_CLOSE), end_id(tokenizer)
     prompt = piece(tokenizer, head) + piece(tokenizer, MEMLLM_WRITE_OPEN)
@@ -166,14 +193,14 @@ def write_call(step: Step, tokenizer: Any, head: str, *, late_stopping: int = 0,
             break
         logits = step([nxt]).float()
     if cuts:
-        end, body = "late stop", tokenizer.decode(gen[:max(cuts, key=lambda k: cuts[k])])
+        end, body = "late stop", tokenizer.decode(gen[: max(cuts, key=lambda k: cuts[k])])
     elif repeat_body is not None:
         end, body = "repeat", repeat_body
     elif closed:
         end, body = "closed", tokenizer.decode(gen)
     else:  # token limit or end of text inside the call: keep its complete triples
         text = tokenizer.decode(gen)
-        end, body = "limit", text[:max(text.rfind(";"), 0)]
+        end, body = "limit", text[: max(text.rfind(";"), 0)]
     if stats is not None:
         stats[end] += 1
     return WriteCall(MEMLLM_WRITE_OPEN + body + MEMLLM_CLOSE, end)
@@ -205,7 +232,7 @@ def read_query(step: Step, tokenizer: Any, prefix: Sequence[int] = (), *, max_ne
             return ReadQuery(None, opener + gen, "end")
         gen.append(nxt)
         text = tokenizer.decode(opener + gen, skip_special_tokens=False)
-        done = [q.strip() for q in text[len(MEMLLM_READ_OPEN):].split(";")[:-1]]
+        done = [q.strip() for q in text[len(MEMLLM_READ_OPEN) :].split(";")[:-1]]
         if done and done[-1] in done[:-1]:
             return ReadQuery(None, opener + gen, "repeat")
         if len(done) >= MAX_QUERIES:
@@ -230,8 +257,15 @@ class Text:
     logits: torch.Tensor | None = None
 
 
-def continue_text(step: Step, logits: torch.Tensor, tokenizer: Any, *, max_new_tokens: int, reads: bool = True,
-                  read_first: bool = True) -> Text:
+def continue_text(
+    step: Step,
+    logits: torch.Tensor,
+    tokenizer: Any,
+    *,
+    max_new_tokens: int,
+    reads: bool = True,
+    read_first: bool = True,
+) -> Text:
     """Greedy text from `logits` (the step's last), stopping before "({" where a read is allowed (`reads`; not for
     the first token when `read_first` is False, e.g. right after a read that changed nothing)."""
     open_id, stop_id = token_id(tokenizer, OPEN), end_id(tokenizer)

@@ -30,6 +30,7 @@ read, branches from a cropped copy of the prefix's KV cache (transformers Dynami
 reply and the following tokens in chunks; its query decoding is a `generation.ModelStep` on that cropped cache.
 They agree to float tolerance (tests: 1e-4 in mean NLL).
 """
+
 from __future__ import annotations
 
 import copy
@@ -44,8 +45,22 @@ import torch
 from ..api import Triple, format_memllm_read_query, format_memllm_read_reply
 from .generation import OPEN, ModelStep, Step, piece, read_query, token_id
 
-__all__ = ["EvalDoc", "ReadSetup", "DocResult", "Scores", "TABLE1_ROWS", "PAPER_TABLE1", "prepare_doc",
-           "reference_doc", "fast_doc", "plain_pass", "evaluate", "aggregate", "memory_lookup", "OPEN"]
+__all__ = [
+    "EvalDoc",
+    "ReadSetup",
+    "DocResult",
+    "Scores",
+    "TABLE1_ROWS",
+    "PAPER_TABLE1",
+    "prepare_doc",
+    "reference_doc",
+    "fast_doc",
+    "plain_pass",
+    "evaluate",
+    "aggregate",
+    "memory_lookup",
+    "OPEN",
+]
 
 Lookup = Callable[[Sequence[Triple]], list]
 
@@ -65,8 +80,12 @@ class ReadSetup:
     results: str = "memory"  # "memory" | "memory+target" (gold target added) | "target" (gold target only)
 
     def __post_init__(self) -> None:
-        if self.positions not in ("none", "model", "gold") or self.queries not in ("model", "gold") \
-                or self.results not in ("memory", "memory+target", "target") or self.model not in ("base", "read"):
+        if (
+            self.positions not in ("none", "model", "gold")
+            or self.queries not in ("model", "gold")
+            or self.results not in ("memory", "memory+target", "target")
+            or self.model not in ("base", "read")
+        ):
             raise ValueError(f"bad ReadSetup {self}")
         if self.positions != "gold" and (self.queries == "gold" or self.results != "memory"):
             raise ValueError("gold queries and gold targets exist only at gold read positions")
@@ -83,8 +102,7 @@ TABLE1_ROWS: dict[str, ReadSetup] = {
     "⑤ gold dev triples": ReadSetup(memory="gold_dev", positions="model"),
     "⑥ ⑤ + gold positions": ReadSetup(memory="gold_dev", positions="gold"),
     "⑦ ⑥ + gold queries": ReadSetup(memory="gold_dev", positions="gold", queries="gold"),
-    "⑧ ⑦ + gold target added": ReadSetup(memory="gold_dev", positions="gold", queries="gold",
-                                          results="memory+target"),
+    "⑧ ⑦ + gold target added": ReadSetup(memory="gold_dev", positions="gold", queries="gold", results="memory+target"),
     "⑨ gold target only": ReadSetup(positions="gold", queries="gold", results="target"),
 }
 
@@ -129,8 +147,9 @@ def prepare_doc(tokenizer: Any, row: Mapping[str, Any], max_tokens: int | None =
         targets.append(list(row["read_targets"][k]))
         target_tokens.append(tokens(*row["read_target_spans"][k]))
     entity_tokens = [tt for a, b, _ in row["mention_spans"] if (tt := tokens(a, b))]
-    return EvalDoc(ids, offsets, gold, queries, targets, [tt for tt in target_tokens], entity_tokens,
-                   int(row.get("doc_idx", 0)))
+    return EvalDoc(
+        ids, offsets, gold, queries, targets, [tt for tt in target_tokens], entity_tokens, int(row.get("doc_idx", 0))
+    )
 
 
 @dataclass
@@ -149,8 +168,9 @@ def memory_lookup(memory: Any) -> Lookup:
 
 
 # ------------------------------------------------------------------------------------------------ shared pieces
-def _score(logits: torch.Tensor, targets: Sequence[int], open_id: int, mask_open: bool
-           ) -> tuple[np.ndarray, np.ndarray]:
+def _score(
+    logits: torch.Tensor, targets: Sequence[int], open_id: int, mask_open: bool
+) -> tuple[np.ndarray, np.ndarray]:
     """(NLL of each target with "({" masked out if asked, argmax of the unmasked logits) for rows of logits."""
     logits = logits.float()
     top = logits.argmax(-1)
@@ -159,8 +179,9 @@ def _score(logits: torch.Tensor, targets: Sequence[int], open_id: int, mask_open
         logits[:, open_id] = -torch.inf
     logp = torch.log_softmax(logits, dim=-1)
     tgt = torch.as_tensor(list(targets), device=logits.device)
-    return (-logp[torch.arange(len(tgt), device=logits.device), tgt]).cpu().numpy().astype(np.float64), \
-        top.cpu().numpy()
+    return (-logp[torch.arange(len(tgt), device=logits.device), tgt]).cpu().numpy().astype(
+        np.float64
+    ), top.cpu().numpy()
 
 
 def _answer(setup: ReadSetup, queries: list[Triple], lookup: Lookup | None, targets: list[str]) -> list[str]:
@@ -176,8 +197,15 @@ def _answer(setup: ReadSetup, queries: list[Triple], lookup: Lookup | None, targ
 class _Reads:
     """The read decisions both evaluators share: where a read is tried, its queries, its answer, if it counts."""
 
-    def __init__(self, tokenizer: Any, doc: EvalDoc, setup: ReadSetup, lookup: Lookup | None, max_query_tokens: int,
-                 open_token: str):
+    def __init__(
+        self,
+        tokenizer: Any,
+        doc: EvalDoc,
+        setup: ReadSetup,
+        lookup: Lookup | None,
+        max_query_tokens: int,
+        open_token: str,
+    ):
         self.tok, self.doc, self.setup, self.lookup, self.max_new = tokenizer, doc, setup, lookup, max_query_tokens
         self.open_id = token_id(tokenizer, open_token)  # model-chosen reads need it to be one token
         self.active: list[Triple] | None = None
@@ -216,8 +244,17 @@ def _forward(model: Any, ids: list[int], cache: Any = None) -> tuple[torch.Tenso
 
 # ------------------------------------------------------------------------------------------------ evaluators
 @torch.no_grad()
-def reference_doc(model: Any, tokenizer: Any, doc: EvalDoc, setup: ReadSetup, lookup: Lookup | None = None, *,
-                  mask_open: bool = True, max_query_tokens: int = 64, open_token: str = OPEN) -> DocResult:
+def reference_doc(
+    model: Any,
+    tokenizer: Any,
+    doc: EvalDoc,
+    setup: ReadSetup,
+    lookup: Lookup | None = None,
+    *,
+    mask_open: bool = True,
+    max_query_tokens: int = 64,
+    open_token: str = OPEN,
+) -> DocResult:
     """Token by token: at every position the whole current context is run again (no cache). Slow; the definition."""
     t0 = time.perf_counter()
     r = _Reads(tokenizer, doc, setup, lookup, max_query_tokens, open_token)
@@ -247,9 +284,18 @@ def reference_doc(model: Any, tokenizer: Any, doc: EvalDoc, setup: ReadSetup, lo
 
 
 @torch.no_grad()
-def fast_doc(model: Any, tokenizer: Any, doc: EvalDoc, setup: ReadSetup, lookup: Lookup | None = None, *,
-             mask_open: bool = True, max_query_tokens: int = 64, chunk: int = 32,
-             open_token: str = OPEN) -> DocResult:
+def fast_doc(
+    model: Any,
+    tokenizer: Any,
+    doc: EvalDoc,
+    setup: ReadSetup,
+    lookup: Lookup | None = None,
+    *,
+    mask_open: bool = True,
+    max_query_tokens: int = 64,
+    chunk: int = 32,
+    open_token: str = OPEN,
+) -> DocResult:
     """One teacher-forced pass over D; at each read a branch from a cropped copy of the prefix's KV cache.
 
     A branch feeds the call, the reply and then the document's tokens in chunks of `chunk` (model-chosen
@@ -276,7 +322,7 @@ def fast_doc(model: Any, tokenizer: Any, doc: EvalDoc, setup: ReadSetup, lookup:
             nxt_gold = next((g for g in gold_after if g > t), n) if setup.positions == "gold" else t + chunk
             b = min(n - 1, max(t, nxt_gold - 1))
             lg, br["cache"] = _forward(model, ids[a:b], br["cache"])
-            nl, tp = _score(lg, ids[a + 1:b + 1], r.open_id, mask_open)
+            nl, tp = _score(lg, ids[a + 1 : b + 1], r.open_id, mask_open)
             br["nll"], br["top"] = np.concatenate([br["nll"], nl]), np.concatenate([br["top"], tp])
             br["fed"] = b - br["p"]
         return br["nll"][i], br["top"][i]
@@ -298,7 +344,7 @@ def fast_doc(model: Any, tokenizer: Any, doc: EvalDoc, setup: ReadSetup, lookup:
                 nxt_gold = next((g for g in gold_after if g > t), n) if setup.positions == "gold" else t + chunk
                 b = min(n - 1, max(t, nxt_gold - 1))
                 lg, cache = _forward(model, pending + ids[t:b], cache)
-                nl, tp = _score(lg[len(pending) - 1:], ids[t:b + 1], r.open_id, mask_open)
+                nl, tp = _score(lg[len(pending) - 1 :], ids[t : b + 1], r.open_id, mask_open)
                 br.update(p=t, nll=nl, top=tp, cache=cache, fed=b - t)
         r.result.nll[t] = row(t)[0]
     r.result.seconds = time.perf_counter() - t0
@@ -330,10 +376,17 @@ class Scores:
 
     def row(self) -> dict[str, float]:
         """A table row: the NLLs the paper prints as "PPL", their exp (true perplexity), and counts."""
-        return {"OVERALL NLL": self.overall, "TARGET NLL": self.target, "ENTITY NLL": self.entity,
-                "OVERALL exp(NLL)": math.exp(self.overall), "TARGET exp(NLL)": math.exp(self.target),
-                "ENTITY exp(NLL)": math.exp(self.entity), "reads": self.n_reads, "read points": self.n_attempts,
-                "seconds": self.seconds}
+        return {
+            "OVERALL NLL": self.overall,
+            "TARGET NLL": self.target,
+            "ENTITY NLL": self.entity,
+            "OVERALL exp(NLL)": math.exp(self.overall),
+            "TARGET exp(NLL)": math.exp(self.target),
+            "ENTITY exp(NLL)": math.exp(self.entity),
+            "reads": self.n_reads,
+            "read points": self.n_attempts,
+            "seconds": self.seconds,
+        }
 
 
 def aggregate(docs: Sequence[EvalDoc], results: Sequence[DocResult]) -> Scores:
@@ -345,14 +398,29 @@ def aggregate(docs: Sequence[EvalDoc], results: Sequence[DocResult]) -> Scores:
         tgt += [float(np.mean(r.nll[tt])) for tt in d.target_tokens if tt]
         ent += [float(np.mean(r.nll[tt])) for tt in d.entity_tokens if tt]
     nan = float("nan")
-    return Scores(total / count if count else nan, float(np.mean(tgt)) if tgt else nan,
-                  float(np.mean(ent)) if ent else nan, count, len(tgt), len(ent),
-                  sum(len(r.reads) for r in results), sum(r.attempts for r in results),
-                  sum(r.seconds for r in results))
+    return Scores(
+        total / count if count else nan,
+        float(np.mean(tgt)) if tgt else nan,
+        float(np.mean(ent)) if ent else nan,
+        count,
+        len(tgt),
+        len(ent),
+        sum(len(r.reads) for r in results),
+        sum(r.attempts for r in results),
+        sum(r.seconds for r in results),
+    )
 
 
-def evaluate(model: Any, tokenizer: Any, docs: Sequence[EvalDoc], setup: ReadSetup, lookup: Lookup | None = None,
-             *, fast: bool = True, **kw: Any) -> tuple[Scores, list[DocResult]]:
+def evaluate(
+    model: Any,
+    tokenizer: Any,
+    docs: Sequence[EvalDoc],
+    setup: ReadSetup,
+    lookup: Lookup | None = None,
+    *,
+    fast: bool = True,
+    **kw: Any,
+) -> tuple[Scores, list[DocResult]]:
     """One Table 1 row over documents (the caller picks the model: adapter on, or `disable_adapter()` for base)."""
     fn = fast_doc if fast else reference_doc
     results = [fn(model, tokenizer, d, setup, lookup if setup.positions != "none" else None, **kw) for d in docs]

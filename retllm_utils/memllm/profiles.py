@@ -13,18 +13,54 @@ from ..paths import check_profile
 __all__ = ["PROFILES", "settings"]
 
 PROFILES: dict[str, dict[str, Any]] = {
-    "smoke": dict(n_train=3, n_dev=3, max_pretext_chars=600,  # notebook 04: documents (None: all 500)
-                  train_rows=8, batch_size=2, max_steps=2,  # notebook 05: rows per adapter (None: all), steps
-                  n_eval_docs=1, max_doc_tokens=96, max_write_tokens=32, write_sentences=3,  # notebook 06
-                  max_query_tokens=16, memory_sizes=[0, 100, 400], speed_docs=1, speed_max_tokens=40),
-    "cpu": dict(n_train=90, n_dev=100, max_pretext_chars=600,
-                train_rows=None, batch_size=8, max_steps=None,
-                n_eval_docs=10, max_doc_tokens=None, max_write_tokens=128, write_sentences=None,
-                max_query_tokens=64, memory_sizes=[0, 3000, 15000], speed_docs=3, speed_max_tokens=160),
-    "gpu": dict(n_train=None, n_dev=None, max_pretext_chars=1500,
-                train_rows=None, batch_size=16, max_steps=None,
-                n_eval_docs=500, max_doc_tokens=None, max_write_tokens=128, write_sentences=None,
-                max_query_tokens=64, memory_sizes=[0, 3000, 8000, 17000], speed_docs=5, speed_max_tokens=None),
+    "smoke": dict(
+        n_train=3,
+        n_dev=3,
+        max_pretext_chars=600,  # notebook 04: documents (None: all 500)
+        train_rows=8,
+        batch_size=2,
+        max_steps=2,  # notebook 05: rows per adapter (None: all), steps
+        n_eval_docs=1,
+        max_doc_tokens=96,
+        max_write_tokens=32,
+        write_sentences=3,  # notebook 06
+        max_query_tokens=16,
+        memory_sizes=[0, 100, 400],
+        speed_docs=1,
+        speed_max_tokens=40,
+    ),
+    "cpu": dict(
+        n_train=90,
+        n_dev=100,
+        max_pretext_chars=600,
+        train_rows=None,
+        batch_size=8,
+        max_steps=None,
+        n_eval_docs=10,
+        max_doc_tokens=None,
+        max_write_tokens=128,
+        write_sentences=None,
+        max_query_tokens=64,
+        memory_sizes=[0, 3000, 15000],
+        speed_docs=3,
+        speed_max_tokens=160,
+    ),
+    "gpu": dict(
+        n_train=None,
+        n_dev=None,
+        max_pretext_chars=1500,
+        train_rows=None,
+        batch_size=16,
+        max_steps=None,
+        n_eval_docs=500,
+        max_doc_tokens=None,
+        max_write_tokens=128,
+        write_sentences=None,
+        max_query_tokens=64,
+        memory_sizes=[0, 3000, 8000, 17000],
+        speed_docs=5,
+        speed_max_tokens=None,
+    ),
 }
 
 

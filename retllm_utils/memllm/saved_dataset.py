@@ -5,6 +5,7 @@ App. B–D) and the DatasetDict (`make_dataset`); `saved_dataset` (this one) say
 whether a saved copy has the current read-row format, and rebuilds it with notebook 04's defaults when it is
 missing or stale, so notebooks 05 and 06 run even when 04 has not run on that profile.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -35,7 +36,7 @@ def read_rows_current(ds: Any) -> bool:
     """True if saved read rows keep the read word's space after the call (the format since the evaluators landed)."""
     for row in ds:
         if row["read_word"] > 0:
-            return row["text"][row["spans"][1][0]:row["spans"][1][0] + 1] == " "
+            return row["text"][row["spans"][1][0] : row["spans"][1][0] + 1] == " "
     return True
 
 
@@ -56,8 +57,17 @@ def load_or_build(profile: str, seed: int = 0, **make_kw: Any) -> tuple[Any, str
         why = f"no saved data set at {_rel(d)}"
     red = DATA / "redocred"
     sizes = PROFILES[profile]
-    kw = {"n_train": sizes["n_train"], "n_dev": sizes["n_dev"], "max_pretext_chars": sizes["max_pretext_chars"],
-          "seed": seed, **make_kw}
-    dd, _ = make_dataset(load_docred(red / "test_revised.json"), load_docred(red / "dev_revised.json"),
-                         relation_names(red / "rel_info.json"), **kw)
+    kw = {
+        "n_train": sizes["n_train"],
+        "n_dev": sizes["n_dev"],
+        "max_pretext_chars": sizes["max_pretext_chars"],
+        "seed": seed,
+        **make_kw,
+    }
+    dd, _ = make_dataset(
+        load_docred(red / "test_revised.json"),
+        load_docred(red / "dev_revised.json"),
+        relation_names(red / "rel_info.json"),
+        **kw,
+    )
     return dd, f"built here with notebook 04's defaults ({why}; run notebook 04 to save it)"

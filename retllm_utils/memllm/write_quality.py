@@ -10,6 +10,7 @@ Precision and recall per document, micro-averaged: exact (the same three strings
 relation `tau_relation` under the memory's phrase encoder). A generated triple counts as correct if it matches
 any gold triple of its document; a gold triple counts as found if any generated triple matches it.
 """
+
 from __future__ import annotations
 
 from typing import Any, Iterable, Mapping, Sequence
@@ -35,12 +36,13 @@ def generate_write(model: Any, tokenizer: Any, head: str, **kw: Any) -> str:
     return write_call(ModelStep(model), tokenizer, head, **kw).text
 
 
-def write_document(model: Any, tokenizer: Any, write_rows: Sequence[Mapping[str, Any]], **kw: Any
-                   ) -> tuple[list[Triple], list[str]]:
+def write_document(
+    model: Any, tokenizer: Any, write_rows: Sequence[Mapping[str, Any]], **kw: Any
+) -> tuple[list[Triple], list[str]]:
     """Triples the write model extracts from one document's write rows (`write_examples`), and the raw calls."""
     triples, raw = [], []
     for row in write_rows:
-        call = generate_write(model, tokenizer, row["text"][:row["spans"][0][0]], **kw)
+        call = generate_write(model, tokenizer, row["text"][: row["spans"][0][0]], **kw)
         raw.append(call)
         for c in parse_memllm(call):
             if isinstance(c, MemWrite):
@@ -59,8 +61,14 @@ def score_exact(pred: Iterable[Sequence[str]], gold: Iterable[Sequence[str]]) ->
     return PRF(sum(t in gs for t in p), len(p), sum(t in ps for t in g), len(g))
 
 
-def score_embedded(pred: Iterable[Sequence[str]], gold: Iterable[Sequence[str]], embedder: Any, *,
-                   tau_entity: float, tau_relation: float) -> PRF:
+def score_embedded(
+    pred: Iterable[Sequence[str]],
+    gold: Iterable[Sequence[str]],
+    embedder: Any,
+    *,
+    tau_entity: float,
+    tau_relation: float,
+) -> PRF:
     """One document, appendix F: matched when cos(subject), cos(object) >= tau_entity, cos(relation) >= tau_relation."""
     p, g = _clean(pred), _clean(gold)
     if not p or not g:
@@ -71,7 +79,9 @@ def score_embedded(pred: Iterable[Sequence[str]], gold: Iterable[Sequence[str]],
     def cos(a: list[str], b: list[str]) -> np.ndarray:
         return np.stack([vec[x] for x in a]) @ np.stack([vec[x] for x in b]).T
 
-    ok = ((cos([t.subject for t in p], [t.subject for t in g]) >= tau_entity - 1e-6)
-          & (cos([t.object for t in p], [t.object for t in g]) >= tau_entity - 1e-6)
-          & (cos([t.relation for t in p], [t.relation for t in g]) >= tau_relation - 1e-6))
+    ok = (
+        (cos([t.subject for t in p], [t.subject for t in g]) >= tau_entity - 1e-6)
+        & (cos([t.object for t in p], [t.object for t in g]) >= tau_entity - 1e-6)
+        & (cos([t.relation for t in p], [t.relation for t in g]) >= tau_relation - 1e-6)
+    )
     return PRF(int(ok.any(1).sum()), len(p), int(ok.any(0).sum()), len(g))

@@ -12,6 +12,7 @@ the user-facing answer. The zero-shot baseline gets the same facts as plain stat
   whole words among the scene's entities and the question's terms); a no-match question needs an answer
   that names none of them.
 """
+
 from __future__ import annotations
 
 from typing import Any, Iterable, Mapping, Sequence
@@ -27,8 +28,19 @@ from ..metrics import PRF, whole_word
 from ..prompts import chat_prompt, end_token
 from .synthetic import QUERY_TYPES, RELATIONS, answer_sentence
 
-__all__ = ["mentioned", "answer_correct", "predicted_api", "scene_memory", "evaluate_retllm",
-           "evaluate_zero_shot", "summarize", "generate_batch", "zero_shot_qa_prompt", "ZERO_SHOT_QA", "ZERO_SHOT_API"]
+__all__ = [
+    "mentioned",
+    "answer_correct",
+    "predicted_api",
+    "scene_memory",
+    "evaluate_retllm",
+    "evaluate_zero_shot",
+    "summarize",
+    "generate_batch",
+    "zero_shot_qa_prompt",
+    "ZERO_SHOT_QA",
+    "ZERO_SHOT_API",
+]
 
 # The zero-shot baselines' instructions: RET-LLM §4 gives the base model an instruction, the statements and the
 # question (Figure 3); the API instruction is ours, to measure whether a base model can write calls unaided.
@@ -41,7 +53,8 @@ ZERO_SHOT_API = (
     "You control a memory through API calls. For a statement, write one call per fact, e.g. "
     "[MEM_WRITE{Ann Lee>>employed by>>Pfizer}]. For a question, write a query with '' for unknown terms and "
     "stop after the colon, e.g. [MEM_READ{>>employed by>>Pfizer}:. Relations: "
-    + ", ".join(RELATIONS.values()) + ".\n\n{user}"
+    + ", ".join(RELATIONS.values())
+    + ".\n\n{user}"
 )
 
 
@@ -80,8 +93,16 @@ def scene_memory(row: Mapping[str, Any], embedder: Any, index: str = "flat", **k
 
 
 def _record(row: Mapping[str, Any], pred_api: str, answer: str, written: Sequence[Sequence[str]]) -> dict:
-    rec = {"id": row["id"], "kind": row["kind"], "query_type": row["query_type"], "relation": row["relation"],
-           "gold_api": row["api"], "pred_api": pred_api, "api_em": pred_api == row["api"], "answer": answer}
+    rec = {
+        "id": row["id"],
+        "kind": row["kind"],
+        "query_type": row["query_type"],
+        "relation": row["relation"],
+        "gold_api": row["api"],
+        "pred_api": pred_api,
+        "api_em": pred_api == row["api"],
+        "answer": answer,
+    }
     if row["kind"] == "read":
         rec["answer_ok"] = answer_correct(answer, row)
     else:
@@ -90,8 +111,16 @@ def _record(row: Mapping[str, Any], pred_api: str, answer: str, written: Sequenc
     return rec
 
 
-def evaluate_retllm(model: Any, tokenizer: Any, rows: Iterable[Mapping[str, Any]], embedder: Any, *,
-                    max_new_tokens: int = 128, index: str = "flat", desc: str = "RET-LLM") -> pd.DataFrame:
+def evaluate_retllm(
+    model: Any,
+    tokenizer: Any,
+    rows: Iterable[Mapping[str, Any]],
+    embedder: Any,
+    *,
+    max_new_tokens: int = 128,
+    index: str = "flat",
+    desc: str = "RET-LLM",
+) -> pd.DataFrame:
     """Every example through the controller with its scene in memory; one record per example."""
     rows = list(rows)
     gen = HFGenerator(model, tokenizer, max_new_tokens=max_new_tokens)
@@ -104,8 +133,15 @@ def evaluate_retllm(model: Any, tokenizer: Any, rows: Iterable[Mapping[str, Any]
     return pd.DataFrame(out)
 
 
-def generate_batch(model: Any, tokenizer: Any, prompts: Sequence[str], *, max_new_tokens: int = 64,
-                   batch_size: int = 16, desc: str = "generate") -> list[str]:
+def generate_batch(
+    model: Any,
+    tokenizer: Any,
+    prompts: Sequence[str],
+    *,
+    max_new_tokens: int = 64,
+    batch_size: int = 16,
+    desc: str = "generate",
+) -> list[str]:
     """Greedy continuations of many prompts at once (left padding): the no-memory baseline needs no pauses."""
     import torch
 
@@ -114,12 +150,20 @@ def generate_batch(model: Any, tokenizer: Any, prompts: Sequence[str], *, max_ne
     out = []
     try:
         for i in tqdm(range(0, len(prompts), batch_size), desc=desc, leave=False):
-            enc = tokenizer(list(prompts[i:i + batch_size]), return_tensors="pt", padding=True,
-                            add_special_tokens=False).to(model.device)
+            enc = tokenizer(
+                list(prompts[i : i + batch_size]), return_tensors="pt", padding=True, add_special_tokens=False
+            ).to(model.device)
             with torch.no_grad():
-                ids = model.generate(**enc, max_new_tokens=max_new_tokens, do_sample=False, eos_token_id=end_id,
-                                     pad_token_id=tokenizer.pad_token_id)
-            out += [t.strip() for t in tokenizer.batch_decode(ids[:, enc["input_ids"].shape[1]:], skip_special_tokens=True)]
+                ids = model.generate(
+                    **enc,
+                    max_new_tokens=max_new_tokens,
+                    do_sample=False,
+                    eos_token_id=end_id,
+                    pad_token_id=tokenizer.pad_token_id,
+                )
+            out += [
+                t.strip() for t in tokenizer.batch_decode(ids[:, enc["input_ids"].shape[1] :], skip_special_tokens=True)
+            ]
     finally:
         tokenizer.padding_side = side
     return out
@@ -130,17 +174,33 @@ def zero_shot_qa_prompt(row: Mapping[str, Any]) -> str:
     return ZERO_SHOT_QA.format(facts=answer_sentence(row["memory"]), question=row["user"])
 
 
-def evaluate_zero_shot(model: Any, tokenizer: Any, rows: Iterable[Mapping[str, Any]], *, max_new_tokens: int = 64,
-                       batch_size: int = 16) -> pd.DataFrame:
+def evaluate_zero_shot(
+    model: Any, tokenizer: Any, rows: Iterable[Mapping[str, Any]], *, max_new_tokens: int = 64, batch_size: int = 16
+) -> pd.DataFrame:
     """The base model without memory: questions answered from the facts in context; API calls from an instruction."""
     rows = list(rows)
-    api_texts = generate_batch(model, tokenizer, [chat_prompt(tokenizer, ZERO_SHOT_API.replace("{user}", r["user"]))
-                                                  for r in rows], max_new_tokens=max_new_tokens,
-                               batch_size=batch_size, desc="zero-shot API")
+    api_texts = generate_batch(
+        model,
+        tokenizer,
+        [chat_prompt(tokenizer, ZERO_SHOT_API.replace("{user}", r["user"])) for r in rows],
+        max_new_tokens=max_new_tokens,
+        batch_size=batch_size,
+        desc="zero-shot API",
+    )
     reads = [r for r in rows if r["kind"] == "read"]
-    answers = dict(zip([r["id"] for r in reads], generate_batch(
-        model, tokenizer, [chat_prompt(tokenizer, zero_shot_qa_prompt(r)) for r in reads],
-        max_new_tokens=max_new_tokens, batch_size=batch_size, desc="zero-shot QA")))
+    answers = dict(
+        zip(
+            [r["id"] for r in reads],
+            generate_batch(
+                model,
+                tokenizer,
+                [chat_prompt(tokenizer, zero_shot_qa_prompt(r)) for r in reads],
+                max_new_tokens=max_new_tokens,
+                batch_size=batch_size,
+                desc="zero-shot QA",
+            ),
+        )
+    )
     out = []
     for row, api_text in zip(rows, api_texts):
         written = [t for c in api.parse_retllm(api_text) if isinstance(c, MemWrite) for t in c.triples]

@@ -13,15 +13,39 @@ from ..paths import check_profile
 __all__ = ["PROFILES", "settings"]
 
 PROFILES: dict[str, dict[str, Any]] = {
-    "smoke": dict(n_train=40, n_val=10, n_test=20,  # notebook 01: data set sizes
-                  epochs=1, batch_size=4, max_steps=3, eval_n=4,  # notebook 02: training, validation examples
-                  test_n=6, max_new_tokens=48),  # notebook 03: test examples (None: all), tokens per turn
-    "cpu": dict(n_train=1500, n_val=150, n_test=336,
-                epochs=1, batch_size=8, max_steps=None, eval_n=60,
-                test_n=None, max_new_tokens=128),
-    "gpu": dict(n_train=10000, n_val=500, n_test=1200,
-                epochs=3, batch_size=32, max_steps=None, eval_n=60,
-                test_n=None, max_new_tokens=128),
+    "smoke": dict(
+        n_train=40,
+        n_val=10,
+        n_test=20,  # notebook 01: data set sizes
+        epochs=1,
+        batch_size=4,
+        max_steps=3,
+        eval_n=4,  # notebook 02: training, validation examples
+        test_n=6,
+        max_new_tokens=48,
+    ),  # notebook 03: test examples (None: all), tokens per turn
+    "cpu": dict(
+        n_train=1500,
+        n_val=150,
+        n_test=336,
+        epochs=1,
+        batch_size=8,
+        max_steps=None,
+        eval_n=60,
+        test_n=None,
+        max_new_tokens=128,
+    ),
+    "gpu": dict(
+        n_train=10000,
+        n_val=500,
+        n_test=1200,
+        epochs=3,
+        batch_size=32,
+        max_steps=None,
+        eval_n=60,
+        test_n=None,
+        max_new_tokens=128,
+    ),
 }
 
 

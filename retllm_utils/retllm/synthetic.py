@@ -19,6 +19,7 @@ A row (one `datasets.Dataset` row per example)::
               triples it writes); a read's `triples` are its exact matches in that order
     scene     the scene's number within its split (one scene per example)
 """
+
 from __future__ import annotations
 
 import json
@@ -32,13 +33,29 @@ from ..paths import DATA, atomic_dir, check_profile, run_dir
 from .profiles import PROFILES
 
 __all__ = [
-    "RELATIONS", "QUERY_TYPES", "SPLITS", "NO_ANSWER", "features",
-    "load_names", "join_names", "lookup", "answer_sentence", "make_dataset", "save_dataset",
-    "dataset_dir", "dataset_meta", "load_synthetic",
+    "RELATIONS",
+    "QUERY_TYPES",
+    "SPLITS",
+    "NO_ANSWER",
+    "features",
+    "load_names",
+    "join_names",
+    "lookup",
+    "answer_sentence",
+    "make_dataset",
+    "save_dataset",
+    "dataset_dir",
+    "dataset_meta",
+    "load_synthetic",
 ]
 
-RELATIONS = {"employment": "employed by", "manager": "manager of", "investor": "investor in",
-             "founder": "founder of", "customer": "customer of"}
+RELATIONS = {
+    "employment": "employed by",
+    "manager": "manager of",
+    "investor": "investor in",
+    "founder": "founder of",
+    "customer": "customer of",
+}
 QUERY_TYPES = ("per", "per_org", "per_rel", "org", "rel", "org_rel")  # RET-LLM Table 1, in its order
 SPLITS = ("train", "validation", "test")
 NO_ANSWER = "I don't know."
@@ -61,84 +78,222 @@ class _Forms:
 
 _FORMS = {
     "employment": _Forms(
-        "is employed by", "are employed by",
-        ("{P} is employed by {O}.", "{P} works for {O}.", "{P} works at {O}.", "{O} employs {P}.",
-         "{P} is an employee of {O}."),
-        ("{P} are employed by {O}.", "{P} work for {O}.", "{P} work at {O}.", "{O} employs {P}.",
-         "{P} are employees of {O}."),
+        "is employed by",
+        "are employed by",
+        (
+            "{P} is employed by {O}.",
+            "{P} works for {O}.",
+            "{P} works at {O}.",
+            "{O} employs {P}.",
+            "{P} is an employee of {O}.",
+        ),
+        (
+            "{P} are employed by {O}.",
+            "{P} work for {O}.",
+            "{P} work at {O}.",
+            "{O} employs {P}.",
+            "{P} are employees of {O}.",
+        ),
         ("Where is {X} employed?", "Who employs {X}?", "Which company does {X} work for?", "Who is {X}'s employer?"),
-        ("Who is employed by which company?", "Who works for which company?", "Who are the employees?",
-         "List all employees."),
-        ("Who is employed by {O}?", "Who works for {O}?", "Who are the employees of {O}?", "Who does {O} employ?")),
+        (
+            "Who is employed by which company?",
+            "Who works for which company?",
+            "Who are the employees?",
+            "List all employees.",
+        ),
+        ("Who is employed by {O}?", "Who works for {O}?", "Who are the employees of {O}?", "Who does {O} employ?"),
+    ),
     "manager": _Forms(
-        "is a manager of", "are managers of",
-        ("{P} is a manager of {O}.", "{P} is a manager at {O}.", "{P} manages {O}.", "{O} is managed by {P}.",
-         "{P} works as a manager at {O}."),
-        ("{P} are managers of {O}.", "{P} are managers at {O}.", "{P} manage {O}.", "{O} is managed by {P}.",
-         "{P} work as managers at {O}."),
-        ("Which company is {X} a manager of?", "What does {X} manage?", "Where is {X} a manager?",
-         "Which company does {X} manage?"),
-        ("Who is a manager of which company?", "Who manages which company?", "Who are the managers?",
-         "List all managers."),
-        ("Who is a manager of {O}?", "Who manages {O}?", "Who are the managers of {O}?", "Who are {O}'s managers?")),
+        "is a manager of",
+        "are managers of",
+        (
+            "{P} is a manager of {O}.",
+            "{P} is a manager at {O}.",
+            "{P} manages {O}.",
+            "{O} is managed by {P}.",
+            "{P} works as a manager at {O}.",
+        ),
+        (
+            "{P} are managers of {O}.",
+            "{P} are managers at {O}.",
+            "{P} manage {O}.",
+            "{O} is managed by {P}.",
+            "{P} work as managers at {O}.",
+        ),
+        (
+            "Which company is {X} a manager of?",
+            "What does {X} manage?",
+            "Where is {X} a manager?",
+            "Which company does {X} manage?",
+        ),
+        (
+            "Who is a manager of which company?",
+            "Who manages which company?",
+            "Who are the managers?",
+            "List all managers.",
+        ),
+        ("Who is a manager of {O}?", "Who manages {O}?", "Who are the managers of {O}?", "Who are {O}'s managers?"),
+    ),
     "investor": _Forms(
-        "is an investor in", "are investors in",
-        ("{P} is an investor in {O}.", "{P} invests in {O}.", "{P} has invested in {O}.", "{P} holds shares in {O}.",
-         "{O} counts {P} among its investors."),
-        ("{P} are investors in {O}.", "{P} invest in {O}.", "{P} have invested in {O}.", "{P} hold shares in {O}.",
-         "{O} counts {P} among its investors."),
-        ("Which company is {X} an investor in?", "Where has {X} invested?", "What company does {X} invest in?",
-         "Which company has {X} invested in?"),
-        ("Who is an investor in which company?", "Who invests in which company?", "Who are the investors?",
-         "List all investors."),
-        ("Who is an investor in {O}?", "Who invested in {O}?", "Who are the investors in {O}?",
-         "Who are {O}'s investors?")),
+        "is an investor in",
+        "are investors in",
+        (
+            "{P} is an investor in {O}.",
+            "{P} invests in {O}.",
+            "{P} has invested in {O}.",
+            "{P} holds shares in {O}.",
+            "{O} counts {P} among its investors.",
+        ),
+        (
+            "{P} are investors in {O}.",
+            "{P} invest in {O}.",
+            "{P} have invested in {O}.",
+            "{P} hold shares in {O}.",
+            "{O} counts {P} among its investors.",
+        ),
+        (
+            "Which company is {X} an investor in?",
+            "Where has {X} invested?",
+            "What company does {X} invest in?",
+            "Which company has {X} invested in?",
+        ),
+        (
+            "Who is an investor in which company?",
+            "Who invests in which company?",
+            "Who are the investors?",
+            "List all investors.",
+        ),
+        (
+            "Who is an investor in {O}?",
+            "Who invested in {O}?",
+            "Who are the investors in {O}?",
+            "Who are {O}'s investors?",
+        ),
+    ),
     "founder": _Forms(
-        "is a founder of", "are founders of",
-        ("{P} is a founder of {O}.", "{P} founded {O}.", "{O} was founded by {P}.", "{P} co-founded {O}.",
-         "{P} started {O}."),
-        ("{P} are founders of {O}.", "{P} founded {O}.", "{O} was founded by {P}.", "{P} co-founded {O}.",
-         "{P} started {O}."),
-        ("Which company did {X} found?", "What is {X} the founder of?", "What company was founded by {X}?",
-         "Which company did {X} start?"),
-        ("Who is a founder of which company?", "Who founded which company?", "Who are the founders?",
-         "List all founders."),
-        ("Who is a founder of {O}?", "Who founded {O}?", "Who are the founders of {O}?", "Who started {O}?")),
+        "is a founder of",
+        "are founders of",
+        (
+            "{P} is a founder of {O}.",
+            "{P} founded {O}.",
+            "{O} was founded by {P}.",
+            "{P} co-founded {O}.",
+            "{P} started {O}.",
+        ),
+        (
+            "{P} are founders of {O}.",
+            "{P} founded {O}.",
+            "{O} was founded by {P}.",
+            "{P} co-founded {O}.",
+            "{P} started {O}.",
+        ),
+        (
+            "Which company did {X} found?",
+            "What is {X} the founder of?",
+            "What company was founded by {X}?",
+            "Which company did {X} start?",
+        ),
+        (
+            "Who is a founder of which company?",
+            "Who founded which company?",
+            "Who are the founders?",
+            "List all founders.",
+        ),
+        ("Who is a founder of {O}?", "Who founded {O}?", "Who are the founders of {O}?", "Who started {O}?"),
+    ),
     "customer": _Forms(
-        "is a customer of", "are customers of",
-        ("{P} is a customer of {O}.", "{P} is a client of {O}.", "{P} buys from {O}.", "{P} shops at {O}.",
-         "{O} has {P} as a customer."),
-        ("{P} are customers of {O}.", "{P} are clients of {O}.", "{P} buy from {O}.", "{P} shop at {O}.",
-         "{O} has {P} as customers."),
-        ("Which company is {X} a customer of?", "Where is {X} a customer?", "What company does {X} buy from?",
-         "Which company is {X} a client of?"),
-        ("Who is a customer of which company?", "Who buys from which company?", "Who are the customers?",
-         "List all customers."),
-        ("Who is a customer of {O}?", "Who buys from {O}?", "Who are the customers of {O}?",
-         "Who are {O}'s customers?")),
+        "is a customer of",
+        "are customers of",
+        (
+            "{P} is a customer of {O}.",
+            "{P} is a client of {O}.",
+            "{P} buys from {O}.",
+            "{P} shops at {O}.",
+            "{O} has {P} as a customer.",
+        ),
+        (
+            "{P} are customers of {O}.",
+            "{P} are clients of {O}.",
+            "{P} buy from {O}.",
+            "{P} shop at {O}.",
+            "{O} has {P} as customers.",
+        ),
+        (
+            "Which company is {X} a customer of?",
+            "Where is {X} a customer?",
+            "What company does {X} buy from?",
+            "Which company is {X} a client of?",
+        ),
+        (
+            "Who is a customer of which company?",
+            "Who buys from which company?",
+            "Who are the customers?",
+            "List all customers.",
+        ),
+        (
+            "Who is a customer of {O}?",
+            "Who buys from {O}?",
+            "Who are the customers of {O}?",
+            "Who are {O}'s customers?",
+        ),
+    ),
 }
 _PHRASE_KEY = {phrase: key for key, phrase in RELATIONS.items()}
 
 _QUESTIONS = {  # query types whose phrasing does not depend on the relation
-    "per": ("What do you know about {X}?", "Tell me about {X}.", "Who is {X}?", "Which company is {X} connected to?",
-            "How is {X} related to a company?"),
-    "per_org": ("What is the relation between {X} and {O}?", "How is {X} related to {O}?",
-                "What is {X}'s connection to {O}?", "How are {X} and {O} connected?"),
-    "org": ("Who is related to {O}?", "Who is connected to {O}?", "What do you know about {O}?",
-            "Which people are associated with {O}?", "Tell me everyone linked to {O}."),
+    "per": (
+        "What do you know about {X}?",
+        "Tell me about {X}.",
+        "Who is {X}?",
+        "Which company is {X} connected to?",
+        "How is {X} related to a company?",
+    ),
+    "per_org": (
+        "What is the relation between {X} and {O}?",
+        "How is {X} related to {O}?",
+        "What is {X}'s connection to {O}?",
+        "How are {X} and {O} connected?",
+    ),
+    "org": (
+        "Who is related to {O}?",
+        "Who is connected to {O}?",
+        "What do you know about {O}?",
+        "Which people are associated with {O}?",
+        "Tell me everyone linked to {O}.",
+    ),
 }
 
 # Column order of every split; the training notebook and the controller read these names.
-_COLUMNS = ("id", "kind", "query_type", "relation", "user", "api", "reply", "answer", "query", "triples",
-            "memory", "scene")
+_COLUMNS = (
+    "id",
+    "kind",
+    "query_type",
+    "relation",
+    "user",
+    "api",
+    "reply",
+    "answer",
+    "query",
+    "triples",
+    "memory",
+    "scene",
+)
 
 
 def features():
     """The column types (explicit, so empty lists and empty splits keep their types)."""
     from datasets import Features, List, Value
+
     triples = List(List(Value("string")))
-    return Features({**{c: Value("string") for c in _COLUMNS[:8]}, "query": List(Value("string")),
-                     "triples": triples, "memory": triples, "scene": Value("int64")})
+    return Features(
+        {
+            **{c: Value("string") for c in _COLUMNS[:8]},
+            "query": List(Value("string")),
+            "triples": triples,
+            "memory": triples,
+            "scene": Value("int64"),
+        }
+    )
 
 
 # ------------------------------------------------------------------------------------------ names, text
@@ -192,8 +347,9 @@ def answer_sentence(results: Sequence[Sequence[str]]) -> str:
 
 
 # ------------------------------------------------------------------------------------------ generation
-def _name_pools(seed: int, first: Sequence[str], last: Sequence[str], sizes: dict[str, int],
-                scene_size: tuple[int, int]) -> dict[str, list[str]]:
+def _name_pools(
+    seed: int, first: Sequence[str], last: Sequence[str], sizes: dict[str, int], scene_size: tuple[int, int]
+) -> dict[str, list[str]]:
     """Disjoint shuffled full-name pools: test first, then validation, train takes the rest.
 
     Test and validation reserve the most a split can consume (a full scene plus one outsider per example), so
@@ -205,10 +361,11 @@ def _name_pools(seed: int, first: Sequence[str], last: Sequence[str], sizes: dic
     n_test, n_val = sizes["test"] * per_example, sizes["validation"] * per_example
     need = n_test + n_val + sizes["train"] * (sum(scene_size) // 2 + 1)
     if need > len(people):
-        raise ValueError(f"the name lists give {len(people)} distinct people, but these sizes need about {need}: "
-                         f"add names to the lists or lower the sizes")
-    return {"test": people[:n_test], "validation": people[n_test:n_test + n_val],
-            "train": people[n_test + n_val:]}
+        raise ValueError(
+            f"the name lists give {len(people)} distinct people, but these sizes need about {need}: "
+            f"add names to the lists or lower the sizes"
+        )
+    return {"test": people[:n_test], "validation": people[n_test : n_test + n_val], "train": people[n_test + n_val :]}
 
 
 def _draw(names: Iterator[str], split: str) -> str:
@@ -237,8 +394,15 @@ def _slots(rng: random.Random, n: int, write_frac: float, no_match_frac: float) 
     return slots
 
 
-def _scene(rng: random.Random, names: Iterator[str], split: str, companies: Sequence[str], rel: str, need: str,
-           scene_size: tuple[int, int]) -> list[tuple[str, str, list[str]]]:
+def _scene(
+    rng: random.Random,
+    names: Iterator[str],
+    split: str,
+    companies: Sequence[str],
+    rel: str,
+    need: str,
+    scene_size: tuple[int, int],
+) -> list[tuple[str, str, list[str]]]:
     """Groups (relation key, organisation, people) of a new scene.
 
     need: 'has' (some group has `rel`), 'lacks' (no fact with `rel`), 'other' (the first group has another relation).
@@ -259,8 +423,15 @@ def _scene(rng: random.Random, names: Iterator[str], split: str, companies: Sequ
     return groups
 
 
-def _example(rng: random.Random, names: Iterator[str], split: str, companies: Sequence[str], i: int,
-             slot: tuple[str, str, bool], scene_size: tuple[int, int]) -> dict[str, Any]:
+def _example(
+    rng: random.Random,
+    names: Iterator[str],
+    split: str,
+    companies: Sequence[str],
+    i: int,
+    slot: tuple[str, str, bool],
+    scene_size: tuple[int, int],
+) -> dict[str, Any]:
     qtype, rel, match = slot
     need = "has"
     if not match:
@@ -279,8 +450,16 @@ def _example(rng: random.Random, names: Iterator[str], split: str, companies: Se
         triples = [[p, RELATIONS[r], o] for p in people]
         forms = _FORMS[r]
         template = rng.choice(forms.write_sg if len(people) == 1 else forms.write_pl)
-        row.update(kind="write", user=template.format(P=join_names(people), O=o), api=format_retllm_write(triples),
-                   reply="", answer="", query=[], triples=triples, memory=[t for t in memory if t not in triples])
+        row.update(
+            kind="write",
+            user=template.format(P=join_names(people), O=o),
+            api=format_retllm_write(triples),
+            reply="",
+            answer="",
+            query=[],
+            triples=triples,
+            memory=[t for t in memory if t not in triples],
+        )
         return row
     target = rng.choice([f for f in facts if f[1] == RELATIONS[rel]] or facts)
     x, o = target[0], target[2]
@@ -297,8 +476,14 @@ def _example(rng: random.Random, names: Iterator[str], split: str, companies: Se
         elif qtype == "org_rel":
             o = rng.choice(scene_orgs)
     phrase = RELATIONS[rel]
-    query = {"per": [x, "", ""], "per_org": [x, "", o], "per_rel": [x, phrase, ""], "org": ["", "", o],
-             "rel": ["", phrase, ""], "org_rel": ["", phrase, o]}[qtype]
+    query = {
+        "per": [x, "", ""],
+        "per_org": [x, "", o],
+        "per_rel": [x, phrase, ""],
+        "org": ["", "", o],
+        "rel": ["", phrase, ""],
+        "org_rel": ["", phrase, o],
+    }[qtype]
     if qtype in _QUESTIONS:
         template = rng.choice(_QUESTIONS[qtype])
     else:
@@ -306,16 +491,31 @@ def _example(rng: random.Random, names: Iterator[str], split: str, companies: Se
     results = lookup(memory, query)
     if bool(results) != match:
         raise AssertionError(f"generator bug: {qtype} query {query} on {memory} gave {results}")
-    row.update(user=template.format(X=x, O=o), api=format_retllm_read_query(query),
-               reply=format_retllm_read_reply(results), answer=answer_sentence(results), query=query,
-               triples=results, memory=memory)
+    row.update(
+        user=template.format(X=x, O=o),
+        api=format_retllm_read_query(query),
+        reply=format_retllm_read_reply(results),
+        answer=answer_sentence(results),
+        query=query,
+        triples=results,
+        memory=memory,
+    )
     return row
 
 
-def make_dataset(seed: int = 0, n_train: int = 1500, n_val: int = 150, n_test: int = 336, *,
-                 write_frac: float = 0.25, no_match_frac: float = 0.1, scene_size: Sequence[int] = (3, 8),
-                 first_names: Sequence[str] | None = None, last_names: Sequence[str] | None = None,
-                 companies: Sequence[str] | None = None):
+def make_dataset(
+    seed: int = 0,
+    n_train: int = 1500,
+    n_val: int = 150,
+    n_test: int = 336,
+    *,
+    write_frac: float = 0.25,
+    no_match_frac: float = 0.1,
+    scene_size: Sequence[int] = (3, 8),
+    first_names: Sequence[str] | None = None,
+    last_names: Sequence[str] | None = None,
+    companies: Sequence[str] | None = None,
+):
     """The data set as a `datasets.DatasetDict` (train/validation/test); the same arguments give the same rows.
 
     `write_frac` of each split are write examples; reads are split evenly over the six query types, and
@@ -342,8 +542,10 @@ def make_dataset(seed: int = 0, n_train: int = 1500, n_val: int = 150, n_test: i
     for split in SPLITS:
         rng = random.Random(f"retllm-synthetic/{seed}/{split}")  # str seeds hash the same on every run
         names = iter(pools[split])
-        rows = [_example(rng, names, split, companies, i, slot, scene_size)
-                for i, slot in enumerate(_slots(rng, sizes[split], write_frac, no_match_frac))]
+        rows = [
+            _example(rng, names, split, companies, i, slot, scene_size)
+            for i, slot in enumerate(_slots(rng, sizes[split], write_frac, no_match_frac))
+        ]
         out[split] = Dataset.from_list([{c: r[c] for c in _COLUMNS} for r in rows], features=features())
     return DatasetDict(out)
 
@@ -379,12 +581,26 @@ def dataset_dir(profile: str = "cpu") -> Path:
     return DATA / "retllm_synthetic" if check_profile(profile) == "cpu" else run_dir("retllm", profile, "data")
 
 
-def dataset_meta(seed: int = 0, n_train: int = 1500, n_val: int = 150, n_test: int = 336, *,
-                 write_frac: float = 0.25, no_match_frac: float = 0.1,
-                 scene_size: Sequence[int] = (3, 8)) -> dict[str, Any]:
+def dataset_meta(
+    seed: int = 0,
+    n_train: int = 1500,
+    n_val: int = 150,
+    n_test: int = 336,
+    *,
+    write_frac: float = 0.25,
+    no_match_frac: float = 0.1,
+    scene_size: Sequence[int] = (3, 8),
+) -> dict[str, Any]:
     """The build settings as JSON-ready `make_dataset` keyword arguments (saved as build.json beside the data)."""
-    return {"seed": seed, "n_train": n_train, "n_val": n_val, "n_test": n_test, "write_frac": write_frac,
-            "no_match_frac": no_match_frac, "scene_size": [int(x) for x in scene_size]}
+    return {
+        "seed": seed,
+        "n_train": n_train,
+        "n_val": n_val,
+        "n_test": n_test,
+        "write_frac": write_frac,
+        "no_match_frac": no_match_frac,
+        "scene_size": [int(x) for x in scene_size],
+    }
 
 
 def load_synthetic(profile: str = "cpu", seed: int = 0):
