@@ -47,13 +47,13 @@ def tokenize_with_spans(
         ids += piece
         labels += piece if (inside or not mask) else [IGNORE] * len(piece)
     if len(ids) > max_length:
-        if any(l != IGNORE for l in labels[max_length:]) and mask:
+        if any(lab != IGNORE for lab in labels[max_length:]) and mask:
             raise ValueError(
                 f"example of {len(ids)} tokens exceeds max_length={max_length} and truncation would "
                 f"cut a supervised span: raise max_length or shorten the example ({text[:60]!r}...)"
             )
         ids, labels = ids[:max_length], labels[:max_length]
-    if mask and all(l == IGNORE for l in labels):
+    if mask and all(lab == IGNORE for lab in labels):
         raise ValueError(f"no supervised token in example {text[:60]!r}...: spans {list(spans)} cover no token")
     return {"input_ids": list(ids), "labels": labels}
 

@@ -70,7 +70,7 @@ def _vocab(row: Mapping[str, Any]) -> set[str]:
 
 
 def answer_correct(answer: str, row: Mapping[str, Any]) -> bool:
-    """Same set of names/organisations as the gold answer (and, for no-match questions, a non-empty answer naming none)."""
+    """Same names/organisations as the gold answer (a no-match question needs a non-empty answer naming none)."""
     vocab = _vocab(row)
     got, want = mentioned(answer, vocab), mentioned(row["answer"], vocab)
     return got == want and (bool(want) or bool(answer.strip()))
