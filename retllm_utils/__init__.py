@@ -18,13 +18,14 @@ Core:
 
 `retllm/` — RET-LLM (Modarressi et al., 2023):
 - `synthetic`: the people–company data set (§3.3, Tables 1–2; notebook 01).
+- `phrasings`: how that data set states each relation and asks each query type (the tables `synthetic` draws from).
 - `evaluation`: held-out API exact match, answer accuracy, zero-shot baseline (§4, Figures 3–5; notebooks 02–03).
 - `profiles`: smoke / cpu / gpu sizes for notebooks 01–03.
 
 `memllm/` — MemLLM (Modarressi et al., 2024):
 - `docred`: Re-DocRED documents, gold triples, gold-memory lookups (§4; notebook 04).
 - `examples`: write and read training rows and the dev documents scored (§3.2–3.3, App. B–D; notebook 04).
-- `saved_dataset`: where notebook 04 saves the data set and how notebooks 05–06 load it.
+- `dataset`: the DatasetDict notebook 04 builds and saves (`make_dataset`, `render`) and notebooks 05–06 load.
 - `generation`: the one MemLLM decoding path — write calls (App. A late stopping) and read queries (notebooks 05–06).
 - `perplexity`: Table 1 — OVERALL / TARGET / ENTITY NLL with memory reads, reference and fast evaluators (notebook 06).
 - `write_quality`: Table 4 — memory-write precision / recall, exact and embedding-matched (App. F; notebook 06).

@@ -72,6 +72,37 @@ def clean_triple(t: Any, where: str = "", allow_empty: bool = False) -> Triple:
     return Triple(*(_clean_term(v, role, at, allow_empty) for v, (role, _) in zip(t, ROLES)))
 
 
+def check_embedder(conn: sqlite3.Connection, embedder: Any, encode: Any, reembed: bool, where: str) -> bool:
+    """A DB built with another encoder has vectors of another space: refuse, or re-encode (True) when asked."""
+    name, dim = str(embedder.name), str(int(embedder.dim))
+    old_name, old_dim = get_meta(conn, "embedder_name"), get_meta(conn, "embedder_dim")
+    n = conn.execute("SELECT COUNT(*) FROM phrases").fetchone()[0]
+    if (old_name, old_dim) == (name, dim):
+        return False
+    if not n:  # a new, empty memory
+        set_meta(conn, {"embedder_name": name, "embedder_dim": dim})
+        return False
+    if not reembed:
+        raise ValueError(
+            f"{where} was built with embedder {old_name!r} (dim {old_dim}), not {name!r} (dim {dim}); open it with "
+            f"that embedder, or pass reembed=True to re-encode its {n} phrases with this one"
+        )
+    rows = conn.execute("SELECT id, text FROM phrases ORDER BY id").fetchall()
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        for chunk in chunks(rows, _EMBED_CHUNK):
+            vecs = encode([t for _, t in chunk])
+            conn.executemany(
+                "UPDATE phrases SET vec = ? WHERE id = ?", [(v.tobytes(), pid) for (pid, _), v in zip(chunk, vecs)]
+            )
+        set_meta(conn, {"embedder_name": name, "embedder_dim": dim})
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    return True
+
+
 class TripleStore:
     """The store under `TripleMemory`: triples and phrases in SQLite, phrase vectors in two `PhraseIndex`es.
 
@@ -120,7 +151,7 @@ class TripleStore:
             c.execute("PRAGMA synchronous = NORMAL")  # durable across app crashes (WAL), not power loss
         c.execute("PRAGMA cache_size = -262144")  # 256 MiB: index B-trees of ~1M triples stay in RAM
         c.executescript(_SCHEMA)
-        reembedded = self._check_embedder(reembed)
+        reembedded = check_embedder(self._conn, self.embedder, self._encode, reembed, where=str(self.path))
         self._data_version = c.execute("PRAGMA data_version").fetchone()[0]
         self._ids: list[dict[str, int]] = [{}, {}]  # text -> phrase id, per kind (used or not)
         for pid, kind, text in c.execute("SELECT id, kind, text FROM phrases"):
@@ -141,40 +172,6 @@ class TripleStore:
         ]
         for index in self._index:
             self.index_status[index.name] = index.load_or_build(force=reembedded)
-
-    def _check_embedder(self, reembed: bool) -> bool:
-        """A DB built with another encoder has vectors of another space: refuse, or re-embed when asked."""
-        name, dim = str(self.embedder.name), str(self.dim)
-        old_name, old_dim = get_meta(self._conn, "embedder_name"), get_meta(self._conn, "embedder_dim")
-        n = self._conn.execute("SELECT COUNT(*) FROM phrases").fetchone()[0]
-        if n and (old_name, old_dim) != (name, dim):
-            if not reembed:
-                raise ValueError(
-                    f"{self.path} was built with embedder {old_name!r} (dim {old_dim}), not {name!r} "
-                    f"(dim {dim}); open it with that embedder, or pass reembed=True to re-encode "
-                    f"its {n} phrases with this one"
-                )
-            self._reembed()
-            return True
-        if (old_name, old_dim) != (name, dim):  # a new, empty memory
-            set_meta(self._conn, {"embedder_name": name, "embedder_dim": dim})
-        return False
-
-    def _reembed(self) -> None:
-        c = self._conn
-        rows = c.execute("SELECT id, text FROM phrases ORDER BY id").fetchall()
-        c.execute("BEGIN IMMEDIATE")
-        try:
-            for chunk in chunks(rows, _EMBED_CHUNK):
-                vecs = self._encode([t for _, t in chunk])
-                c.executemany(
-                    "UPDATE phrases SET vec = ? WHERE id = ?", [(v.tobytes(), pid) for (pid, _), v in zip(chunk, vecs)]
-                )
-            set_meta(c, {"embedder_name": str(self.embedder.name), "embedder_dim": str(self.dim)})
-            c.execute("COMMIT")
-        except BaseException:
-            c.execute("ROLLBACK")
-            raise
 
     def index_path(self, kind: str) -> Path | None:
         """Where the faiss index of "entity" or "relation" phrases is saved (None for an in-memory memory)."""

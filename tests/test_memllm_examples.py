@@ -7,15 +7,9 @@ from collections import Counter
 import pytest
 
 from retllm_utils.api import Triple, format_memllm_read_reply, parse_memllm
+from retllm_utils.memllm.dataset import make_dataset, render
 from retllm_utils.memllm.docred import DocView, GoldMemory, gold_triples, load_docred, relation_names
-from retllm_utils.memllm.examples import (
-    AMBIGUOUS_QUERIES,
-    build_write_rows,
-    make_dataset,
-    read_examples,
-    render,
-    write_examples,
-)
+from retllm_utils.memllm.examples import AMBIGUOUS_QUERIES, build_write_rows, read_examples, write_examples
 from retllm_utils.paths import DATA
 
 EOS = "<|im_end|>"
@@ -271,7 +265,7 @@ def test_read_continuation_keeps_the_read_words_space(corpus):
 
 
 def test_read_rows_current_detects_the_old_format(corpus):
-    from retllm_utils.memllm.saved_dataset import read_rows_current
+    from retllm_utils.memllm.dataset import read_rows_current
 
     docs, rn = corpus
     rows = [r for rs in _read_rows(docs, rn).values() for r in rs]
@@ -284,13 +278,13 @@ def test_read_rows_current_detects_the_old_format(corpus):
 
 def test_cpu_data_set_rebuilds_byte_identical(tmp_path, monkeypatch):
     """`load_or_build("cpu")` with nothing saved builds the committed JSON lines (notebook 04's defaults, seed 0)."""
-    from retllm_utils.memllm import saved_dataset
+    from retllm_utils.memllm import dataset
     from retllm_utils.retllm.synthetic import save_dataset
 
-    committed = saved_dataset.dataset_dir("cpu")
-    assert saved_dataset.load_or_build("cpu")[1].startswith("loaded data/memllm_docred")
-    monkeypatch.setattr(saved_dataset, "dataset_dir", lambda profile: tmp_path / "nothing_saved")
-    dd, how = saved_dataset.load_or_build("cpu")
+    committed = dataset.dataset_dir("cpu")
+    assert dataset.load_or_build("cpu")[1].startswith("loaded data/memllm_docred")
+    monkeypatch.setattr(dataset, "dataset_dir", lambda profile: tmp_path / "nothing_saved")
+    dd, how = dataset.load_or_build("cpu")
     assert how.startswith("built here")
     save_dataset(dd, tmp_path / "rebuilt")
     files = sorted(p.name for p in committed.glob("*.jsonl"))

@@ -5,9 +5,10 @@ The MemLLM data modules (notebook 04 builds the data set, 05 trains on it, 06 sc
 - `docred` (this one): reads and checks DocRED-format files (`load_docred`, `relation_names`), gives one document
   as plain text with its mentions and canonical names (`DocView`) and its gold triples (`gold_triples`), and the
   lookups a read's results come from (`GoldMemory`, `triple_memory_lookup`).
-- `examples`: the MemLLM write and read rows built from these (§3.2–3.3, App. B–D), the dev documents notebook 06
-  scores (§4.1), and the DatasetDict of all of them (`make_dataset`).
-- `saved_dataset`: where a profile's DatasetDict is saved, and loading it (or rebuilding it) for notebooks 05–06.
+- `examples`: the MemLLM write and read rows built from these (§3.2–3.3, App. B–D) and the dev documents notebook
+  06 scores (§4.1).
+- `dataset`: the DatasetDict of all of them (`make_dataset`), `render` for training, where a profile's copy is
+  saved, and loading it (or rebuilding it) for notebooks 05–06.
 
 Text is a document's tokens joined by single spaces, as the official code builds it ("based in Piraeus ."
 keeps DocRED's tokenization); every character span indexes into such text. An entity's canonical name, used in

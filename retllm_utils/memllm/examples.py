@@ -1,9 +1,9 @@
-"""MemLLM's write and read rows from Re-DocRED, and the data set: notebook 04 (building it); MemLLM §3.2–3.3, App. B–D.
+"""MemLLM's write and read rows from Re-DocRED: notebook 04 (building the data); MemLLM §3.2–3.3, App. B–D.
 
 The MemLLM data modules: `docred` reads Re-DocRED (documents, `DocView`, gold triples, lookups); `examples` (this
-one) builds the write rows (§3.3, App. D), the read rows (§3.3, App. B–C), the dev documents notebook 06 scores
-(§4.1) and the DatasetDict of all of them (`make_dataset`, notebook 04's build cell); `saved_dataset` says where it
-is saved and loads it for notebooks 05–06 (`load_or_build`). Text and spans index a document's plain text as
+one) builds the write rows (§3.3, App. D), the read rows (§3.3, App. B–C) and the dev documents notebook 06 scores
+(§4.1); `dataset` makes the DatasetDict of them (`make_dataset`, notebook 04's build cell), says where it is saved
+and loads it for notebooks 05–06 (`load_or_build`). Text and spans index a document's plain text as
 `docred.DocView` gives it.
 
 Write example, one per focus sentence (official format, no spaces around the tags)::
@@ -54,7 +54,7 @@ import numpy as np
 from ..api import USER_END, USER_ST, Triple, format_memllm_read_query, format_memllm_read_reply, format_memllm_write
 from ..memory import Q_THR
 from ..metrics import whole_word
-from .docred import DocView, GoldMemory, Lookup, gold_triples
+from .docred import DocView, Lookup, gold_triples
 
 __all__ = [
     "AMBIGUOUS_QUERIES",
@@ -69,9 +69,6 @@ __all__ = [
     "read_examples",
     "build_read_rows",
     "eval_doc_row",
-    "render",
-    "features",
-    "make_dataset",
 ]
 
 MAX_QUERIES = 3  # official MAX_QUERIES
@@ -81,37 +78,16 @@ EMPTY_EVIDENCE = ("co_sentence", "first_mention", "drop")
 
 # MemLLM Table 2 (official data/mr_data_config.py SKIP_QUERIES): (relation, the side the query gives).
 # ">>country of citizenship>>France" (object given) asks for everyone French: far too many answers.
+# fmt: off
 AMBIGUOUS_QUERIES = frozenset(
-    [
-        (r, "object")
-        for r in (
-            "country of citizenship",
-            "country",
-            "country of origin",
-            "religion",
-            "place of birth",
-            "place of death",
-            "work location",
-            "location of formation",
-            "location",
-            "basin country",
-            "residence",
-            "publication date",
-            "production company",
-            "original language of work",
-            "applies to jurisdiction",
-            "platform",
-            "located in the administrative territorial entity",
-            "headquarters location",
-            "inception",
-            "employer",
-            "date of birth",
-            "date of death",
-            "educated at",
-        )
-    ]
-    + [(r, "subject") for r in ("continent", "contains administrative territorial entity")]
-)
+    [(r, "object") for r in (
+        "country of citizenship", "country", "country of origin", "religion", "place of birth", "place of death",
+        "work location", "location of formation", "location", "basin country", "residence", "publication date",
+        "production company", "original language of work", "applies to jurisdiction", "platform",
+        "located in the administrative territorial entity", "headquarters location", "inception", "employer",
+        "date of birth", "date of death", "educated at")]
+    + [(r, "subject") for r in ("continent", "contains administrative territorial entity")])
+# fmt: on
 
 
 # ----------------------------------------------------------------------------------------------- writes
@@ -426,141 +402,3 @@ def eval_doc_row(
         "read_targets": [r["targets"] for r in rr],
         "read_queries": [r["queries"] for r in rr],
     }
-
-
-# ----------------------------------------------------------------------------------------------- the data set
-def render(tokenizer: Any, row: Mapping[str, Any]) -> tuple[str, list[tuple[int, int]]]:
-    """(text, spans) for `training.tokenize_with_spans`: a write row gets the end token inside its last span.
-
-    The end token is `prompts.end_token(tokenizer)` (what the controller stops on); a string may stand in for the
-    tokenizer in tests.
-    """
-    from ..prompts import end_token
-
-    text, spans = row["text"], [tuple(s) for s in row["spans"]]
-    if row["add_eos"]:
-        eos = tokenizer if isinstance(tokenizer, str) else end_token(tokenizer)
-        if spans[-1][1] != len(text):
-            raise ValueError(f"row {row.get('id')!r}: the end token must extend a span that ends the text")
-        text += eos
-        spans[-1] = (spans[-1][0], len(text))
-    return text, spans
-
-
-def features(kind: str) -> Any:
-    """Column types per split kind ("write", "read", "docs"): explicit, so empty lists keep their types."""
-    from datasets import Features, List, Value
-
-    s, i = Value("string"), Value("int64")
-    base = {"id": s, "doc_idx": i, "title": s, "text": s, "spans": List(List(i)), "add_eos": Value("bool")}
-    if kind == "write":
-        return Features({**base, "sent_id": i, "triples": List(List(s)), "n_triples": i, "pretext_start_word": i})
-    if kind == "read":
-        return Features(
-            {
-                **base,
-                "queries": List(List(s)),
-                "n_results": List(i),
-                "results": List(s),
-                "results_source": s,
-                "targets": List(s),
-                "target_span": List(i),
-                "entity_spans": List(List(i)),
-                "read_word": i,
-                "target_word": List(i),
-                "shift": i,
-                "read_char": i,
-                "pretext_start_word": i,
-                "eot": Value("bool"),
-            }
-        )
-    if kind == "docs":
-        return Features(
-            {
-                "doc_idx": i,
-                "title": s,
-                "text": s,
-                "sent_chars": List(i),
-                "entity_names": List(s),
-                "mention_spans": List(List(i)),
-                "triples": List(List(s)),
-                "read_chars": List(i),
-                "read_target_spans": List(List(i)),
-                "read_targets": List(List(s)),
-                "read_queries": List(List(List(s))),
-            }
-        )
-    raise ValueError(f"unknown kind {kind!r}: write, read or docs")
-
-
-def _dataset(rows: Sequence[Mapping[str, Any]], kind: str) -> Any:
-    """A Dataset with the kind's columns, in that order; an empty split keeps them too."""
-    from datasets import Dataset
-
-    feats = features(kind)
-    return Dataset.from_dict({k: [r[k] for r in rows] for k in feats}, features=feats)
-
-
-def make_dataset(
-    train_docs: Sequence[Mapping[str, Any]],
-    dev_docs: Sequence[Mapping[str, Any]],
-    rel_names: Mapping[str, str],
-    *,
-    n_train: int | None,
-    n_dev: int | None,
-    seed: int = 0,
-    drop_empty: float = 0.85,
-    early_shift: float = 1.0,
-    max_pretext_chars: int | None = None,
-    empty_evidence: str = "co_sentence",
-    max_triples: int | None = MAX_TRIPLES,
-    q_thr: int = Q_THR,
-    max_queries: int = MAX_QUERIES,
-    first_mention_filter: bool = True,
-    train_lookup: Lookup | None = None,
-    results_source: str = "gold",
-) -> tuple[Any, dict[str, dict]]:
-    """DatasetDict write_train, read_train, write_dev, read_dev, docs_dev from the first n documents of each file,
-    and the counts per split.
-
-    Training reads take results from `train_lookup` (say `results_source="memory"` for a `triple_memory_lookup`), by
-    default a `GoldMemory` over every document of the file (the whole corpus, not just the n chosen, so Q_thr sees
-    what a memory of the corpus would hold). Dev reads always use gold triples of the dev file and keep gold read
-    points (no early shift): they are the evaluation's reference.
-    """
-    from datasets import DatasetDict
-
-    train_ids = range(len(train_docs) if n_train is None else min(n_train, len(train_docs)))
-    dev_ids = range(len(dev_docs) if n_dev is None else min(n_dev, len(dev_docs)))
-    train_lookup = train_lookup or GoldMemory.from_docs(train_docs, rel_names)
-    dev_lookup = GoldMemory.from_docs(dev_docs, rel_names)
-    wkw = dict(
-        seed=seed,
-        drop_empty=drop_empty,
-        max_pretext_chars=max_pretext_chars,
-        empty_evidence=empty_evidence,
-        max_triples=max_triples,
-    )
-    rkw = dict(
-        seed=seed,
-        max_pretext_chars=max_pretext_chars,
-        q_thr=q_thr,
-        max_queries=max_queries,
-        first_mention_filter=first_mention_filter,
-    )
-    counts, splits = {}, {}
-    jobs = (
-        ("train", train_docs, train_ids, train_lookup, early_shift, results_source),
-        ("dev", dev_docs, dev_ids, dev_lookup, 0.0, "gold"),
-    )
-    for name, docs, ids, lookup, shift, source in jobs:
-        w, nw = build_write_rows(docs, rel_names, ids, split=name, **wkw)
-        r, nr = build_read_rows(
-            docs, rel_names, ids, lookup, split=name, early_shift=shift, results_source=source, **rkw
-        )
-        splits[f"write_{name}"] = _dataset(w, "write")
-        splits[f"read_{name}"] = _dataset(r, "read")
-        counts[f"write_{name}"], counts[f"read_{name}"] = dict(nw), dict(nr)
-        if name == "dev":
-            splits["docs_dev"] = _dataset([eval_doc_row(docs[d], rel_names, r, d) for d in ids], "docs")
-    return DatasetDict(splits), counts

@@ -1,0 +1,212 @@
+"""The MemLLM data set as notebook 04 builds and saves it and notebooks 05–06 load it (MemLLM §3.3, §4.1).
+
+The MemLLM data modules: `docred` reads Re-DocRED; `examples` builds the write and read rows (MemLLM §3.2–3.3,
+App. B–D) and the dev documents scored in §4.1; `dataset` (this one) turns them into the DatasetDict
+(`make_dataset`: write_train, read_train, write_dev, read_dev, docs_dev), renders a row for training (`render`),
+says where a profile's copy lives and rebuilds it with notebook 04's defaults when it is missing or stale
+(`load_or_build`), so notebooks 05 and 06 run even when 04 has not run on that profile.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from ..paths import DATA, ROOT, check_profile, run_dir
+from .docred import GoldMemory, Lookup, load_docred, relation_names
+from .examples import MAX_QUERIES, MAX_TRIPLES, Q_THR, build_read_rows, build_write_rows, eval_doc_row
+from .profiles import PROFILES
+
+__all__ = ["render", "features", "make_dataset", "dataset_dir", "read_rows_current", "load_or_build"]
+
+
+def dataset_dir(profile: str = "cpu") -> Path:
+    """Where a profile's data set lives: data/memllm_docred/ for cpu (committed), else under runs/."""
+    return DATA / "memllm_docred" if check_profile(profile) == "cpu" else run_dir("memllm_docred", profile)
+
+
+def _rel(path: Path) -> str:
+    """The path as the repository shows it (relative to its root), for the line `load_or_build` returns."""
+    try:
+        return str(path.relative_to(ROOT))
+    except ValueError:
+        return str(path)
+
+
+def read_rows_current(ds: Any) -> bool:
+    """True if saved read rows keep the read word's space after the call (the format since the evaluators landed)."""
+    for row in ds:
+        if row["read_word"] > 0:
+            return row["text"][row["spans"][1][0] : row["spans"][1][0] + 1] == " "
+    return True
+
+
+def load_or_build(profile: str, seed: int = 0, **make_kw: Any) -> tuple[Any, str]:
+    """The profile's DatasetDict as notebook 04 saved it, or built here with 04's defaults if it is missing or stale.
+
+    Returns (DatasetDict, a line saying which), so notebooks 05 and 06 run even when 04 has not run on this profile.
+    """
+    from datasets import load_from_disk
+
+    d = dataset_dir(profile)
+    if (d / "dataset_dict.json").is_file():
+        dd = load_from_disk(str(d))
+        if read_rows_current(dd["read_train"]) and read_rows_current(dd["read_dev"]):
+            return dd, f"loaded {_rel(d)} (saved by notebook 04)"
+        why = f"{_rel(d)} predates the current read-row format"
+    else:
+        why = f"no saved data set at {_rel(d)}"
+    red = DATA / "redocred"
+    sizes = PROFILES[profile]
+    kw = {
+        "n_train": sizes["n_train"],
+        "n_dev": sizes["n_dev"],
+        "max_pretext_chars": sizes["max_pretext_chars"],
+        "seed": seed,
+        **make_kw,
+    }
+    dd, _ = make_dataset(
+        load_docred(red / "test_revised.json"),
+        load_docred(red / "dev_revised.json"),
+        relation_names(red / "rel_info.json"),
+        **kw,
+    )
+    return dd, f"built here with notebook 04's defaults ({why}; run notebook 04 to save it)"
+
+
+# ----------------------------------------------------------------------------------------------- the data set
+def render(tokenizer: Any, row: Mapping[str, Any]) -> tuple[str, list[tuple[int, int]]]:
+    """(text, spans) for `training.tokenize_with_spans`: a write row gets the end token inside its last span.
+
+    The end token is `prompts.end_token(tokenizer)` (what the controller stops on); a string may stand in for the
+    tokenizer in tests.
+    """
+    from ..prompts import end_token
+
+    text, spans = row["text"], [tuple(s) for s in row["spans"]]
+    if row["add_eos"]:
+        eos = tokenizer if isinstance(tokenizer, str) else end_token(tokenizer)
+        if spans[-1][1] != len(text):
+            raise ValueError(f"row {row.get('id')!r}: the end token must extend a span that ends the text")
+        text += eos
+        spans[-1] = (spans[-1][0], len(text))
+    return text, spans
+
+
+def features(kind: str) -> Any:
+    """Column types per split kind ("write", "read", "docs"): explicit, so empty lists keep their types."""
+    from datasets import Features, List, Value
+
+    s, i = Value("string"), Value("int64")
+    base = {"id": s, "doc_idx": i, "title": s, "text": s, "spans": List(List(i)), "add_eos": Value("bool")}
+    if kind == "write":
+        return Features({**base, "sent_id": i, "triples": List(List(s)), "n_triples": i, "pretext_start_word": i})
+    if kind == "read":
+        return Features(
+            {
+                **base,
+                "queries": List(List(s)),
+                "n_results": List(i),
+                "results": List(s),
+                "results_source": s,
+                "targets": List(s),
+                "target_span": List(i),
+                "entity_spans": List(List(i)),
+                "read_word": i,
+                "target_word": List(i),
+                "shift": i,
+                "read_char": i,
+                "pretext_start_word": i,
+                "eot": Value("bool"),
+            }
+        )
+    if kind == "docs":
+        return Features(
+            {
+                "doc_idx": i,
+                "title": s,
+                "text": s,
+                "sent_chars": List(i),
+                "entity_names": List(s),
+                "mention_spans": List(List(i)),
+                "triples": List(List(s)),
+                "read_chars": List(i),
+                "read_target_spans": List(List(i)),
+                "read_targets": List(List(s)),
+                "read_queries": List(List(List(s))),
+            }
+        )
+    raise ValueError(f"unknown kind {kind!r}: write, read or docs")
+
+
+def _dataset(rows: Sequence[Mapping[str, Any]], kind: str) -> Any:
+    """A Dataset with the kind's columns, in that order; an empty split keeps them too."""
+    from datasets import Dataset
+
+    feats = features(kind)
+    return Dataset.from_dict({k: [r[k] for r in rows] for k in feats}, features=feats)
+
+
+def make_dataset(
+    train_docs: Sequence[Mapping[str, Any]],
+    dev_docs: Sequence[Mapping[str, Any]],
+    rel_names: Mapping[str, str],
+    *,
+    n_train: int | None,
+    n_dev: int | None,
+    seed: int = 0,
+    drop_empty: float = 0.85,
+    early_shift: float = 1.0,
+    max_pretext_chars: int | None = None,
+    empty_evidence: str = "co_sentence",
+    max_triples: int | None = MAX_TRIPLES,
+    q_thr: int = Q_THR,
+    max_queries: int = MAX_QUERIES,
+    first_mention_filter: bool = True,
+    train_lookup: Lookup | None = None,
+    results_source: str = "gold",
+) -> tuple[Any, dict[str, dict]]:
+    """DatasetDict write_train, read_train, write_dev, read_dev, docs_dev from the first n documents of each file,
+    and the counts per split.
+
+    Training reads take results from `train_lookup` (say `results_source="memory"` for a `triple_memory_lookup`), by
+    default a `GoldMemory` over every document of the file (the whole corpus, not just the n chosen, so Q_thr sees
+    what a memory of the corpus would hold). Dev reads always use gold triples of the dev file and keep gold read
+    points (no early shift): they are the evaluation's reference.
+    """
+    from datasets import DatasetDict
+
+    train_ids = range(len(train_docs) if n_train is None else min(n_train, len(train_docs)))
+    dev_ids = range(len(dev_docs) if n_dev is None else min(n_dev, len(dev_docs)))
+    train_lookup = train_lookup or GoldMemory.from_docs(train_docs, rel_names)
+    dev_lookup = GoldMemory.from_docs(dev_docs, rel_names)
+    wkw = dict(
+        seed=seed,
+        drop_empty=drop_empty,
+        max_pretext_chars=max_pretext_chars,
+        empty_evidence=empty_evidence,
+        max_triples=max_triples,
+    )
+    rkw = dict(
+        seed=seed,
+        max_pretext_chars=max_pretext_chars,
+        q_thr=q_thr,
+        max_queries=max_queries,
+        first_mention_filter=first_mention_filter,
+    )
+    counts, splits = {}, {}
+    jobs = (
+        ("train", train_docs, train_ids, train_lookup, early_shift, results_source),
+        ("dev", dev_docs, dev_ids, dev_lookup, 0.0, "gold"),
+    )
+    for name, docs, ids, lookup, shift, source in jobs:
+        w, nw = build_write_rows(docs, rel_names, ids, split=name, **wkw)
+        r, nr = build_read_rows(
+            docs, rel_names, ids, lookup, split=name, early_shift=shift, results_source=source, **rkw
+        )
+        splits[f"write_{name}"] = _dataset(w, "write")
+        splits[f"read_{name}"] = _dataset(r, "read")
+        counts[f"write_{name}"], counts[f"read_{name}"] = dict(nw), dict(nr)
+        if name == "dev":
+            splits["docs_dev"] = _dataset([eval_doc_row(docs[d], rel_names, r, d) for d in ids], "docs")
+    return DatasetDict(splits), counts
