@@ -52,6 +52,8 @@ from common import (
 )
 from workload import phrases_of, workload
 
+from retllm_utils.models import unit
+
 KINDS = ["flat", "lsh", "hnsw"]
 EF_SWEEP = [16, 24, 32, 48, 64, 128, 256]
 NBITS_SWEEP = [128, 256, 512, 768, 1536]  # 3072: a 3072x3072 QR, 13 s per open
@@ -246,7 +248,7 @@ def run_in_process(
     t0 = time.perf_counter()
     vecs = np.asarray(embedder.encode(texts), np.float32)
     embed_s = time.perf_counter() - t0
-    vecs /= np.maximum(np.linalg.norm(vecs, axis=1, keepdims=True), 1e-12)
+    vecs = unit(vecs)
     emb = DictEmbedder(embedder.name, embedder.dim, embedder.thresholds, texts, vecs)
     ents, _ = phrases_of(triples)
     pos = {t: i for i, t in enumerate(texts)}

@@ -19,6 +19,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from retllm_utils.models import unit
+
 BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
 CACHE = BENCH / "cache"
@@ -206,7 +208,7 @@ class VectorCache:
             t0 = time.perf_counter()
             vecs = np.asarray(embedder.encode(part), np.float32)
             dt = time.perf_counter() - t0
-            vecs /= np.maximum(np.linalg.norm(vecs, axis=1, keepdims=True), 1e-12)
+            vecs = unit(vecs)
             np.savez(self.dir / f"chunk-{no:05d}.npz", texts=np.array(part), vecs=vecs)
             meta = {
                 "chunk": no,
