@@ -26,9 +26,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
+import numpy as np
+
 from ..api import Triple, is_memllm_query
 
-__all__ = ["load_docred", "relation_names", "DocView", "gold_triples", "GoldMemory", "triple_memory_lookup", "Lookup"]
+__all__ = [
+    "load_docred",
+    "relation_names",
+    "DocView",
+    "gold_triples",
+    "GoldMemory",
+    "triple_memory_lookup",
+    "simulated_memory",
+    "CachedEmbedder",
+    "Lookup",
+]
 
 Lookup = Callable[[Triple], list]  # one MemLLM query -> the other entities
 
@@ -231,3 +243,69 @@ class GoldMemory:
 def triple_memory_lookup(memory: Any) -> Lookup:
     """Lookup over a `TripleMemory` (MemLLM scores and thresholds, before Q_thr): the other entities, best first."""
     return lambda query: [other for other, _score, _t in memory.memllm_search(query)]
+
+
+class CachedEmbedder:
+    """An embedder that encodes each phrase once: a read-data build asks for the same names thousands of times."""
+
+    def __init__(self, embedder: Any) -> None:
+        self.embedder = embedder
+        self.name, self.dim = embedder.name, embedder.dim
+        self.thresholds = getattr(embedder, "thresholds", None)
+        self._cache: dict[str, np.ndarray] = {}
+
+    def prime(self, texts: Iterable[str]) -> None:
+        """Encode every new phrase in one batch (far faster than one call per query)."""
+        new = list(dict.fromkeys(t for t in texts if t not in self._cache))
+        if new:
+            for t, v in zip(new, np.asarray(self.embedder.encode(new), dtype=np.float32)):
+                self._cache[t] = v
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
+        """The vectors of `texts`, encoding only those not seen before."""
+        self.prime(texts)
+        return np.stack([self._cache[t] for t in texts]) if texts else np.zeros((0, self.dim), np.float32)
+
+
+def simulated_memory(
+    docs: Sequence[Mapping[str, Any]],
+    rel_names: Mapping[str, str],
+    *,
+    drop: float = 0.3,
+    wrong: float = 0.1,
+    seed: int = 0,
+    embedder: Any = None,
+) -> tuple[Any, dict[str, int]]:
+    """A stand-in for the write model's imperfect memory (§3.3.2) when none is given: a `TripleMemory` (MemLLM's fuzzy
+    lookup) over the documents' gold triples with a seeded share `drop` left out (missed relations) and, for a share
+    `wrong` of those kept, one more triple whose object is another entity of the same document (wrong relations).
+
+    Shares are ours (the paper gives none for its training memory); `embedder` None loads the bundled MiniLM.
+    Returns the memory and counts (gold, kept, dropped, wrong).
+    """
+    from ..memory import TripleMemory
+    from ..models import load_embedder
+
+    if not (0 <= drop < 1 and 0 <= wrong <= 1):
+        raise ValueError(f"drop must be in [0, 1) and wrong in [0, 1]; got {drop}, {wrong}")
+    rng = np.random.default_rng([seed, 3])
+    triples, n = [], {"gold": 0, "kept": 0, "dropped": 0, "wrong": 0}
+    for doc in docs:
+        view = DocView.of(doc)
+        for _, t in gold_triples(doc, rel_names, view):
+            n["gold"] += 1
+            if rng.random() < drop:
+                n["dropped"] += 1
+                continue
+            n["kept"] += 1
+            triples.append(t)
+            if rng.random() < wrong and len(view.names) > 2:
+                others = [x for x in view.names if x not in (t.subject, t.object)]
+                if others:
+                    triples.append(Triple(t.subject, t.relation, others[int(rng.integers(len(others)))]))
+                    n["wrong"] += 1
+    emb = embedder if isinstance(embedder, CachedEmbedder) else CachedEmbedder(embedder or load_embedder())
+    emb.prime([x for t in triples for x in t])
+    memory = TripleMemory(embedder=emb, index="flat")
+    memory.write_many(triples)
+    return memory, n

@@ -62,6 +62,8 @@ __all__ = [
     "MAX_QUERIES",
     "MAX_TRIPLES",
     "EMPTY_EVIDENCE",
+    "QUERY_NAMES",
+    "MAX_RESULTS",
     "READ_CONTINUE",
     "relation_sentence",
     "write_examples",
@@ -75,6 +77,8 @@ MAX_QUERIES = 3  # official MAX_QUERIES
 MAX_TRIPLES = 32  # official write training keeps sentences with fewer triples than this
 READ_CONTINUE = "({"  # what a continuation ends with when another read follows (official MR_ST_TOKEN)
 EMPTY_EVIDENCE = ("co_sentence", "first_mention", "drop")
+QUERY_NAMES = ("surface", "canonical")  # how a query names its known entity
+MAX_RESULTS = 30  # official eval builder: stored results truncated to 30
 
 # MemLLM Table 2 (official data/mr_data_config.py SKIP_QUERIES): (relation, the side the query gives).
 # ">>country of citizenship>>France" (object given) asks for everyone French: far too many answers.
@@ -183,6 +187,9 @@ def build_write_rows(
         n["documents"] += 1
         n["labels"] += len(doc["labels"])
         n["labels_without_evidence"] += sum(1 for lab in doc["labels"] if not lab.get("evidence"))
+        for k, _t in gold_triples(doc, rel_names):
+            ev = bool(doc["labels"][k].get("evidence"))
+            n["gold_triples_with_evidence" if ev else "gold_triples_without_evidence"] += 1
         for row in write_examples(
             doc, rel_names, doc_idx=d, split=split, max_pretext_chars=max_pretext_chars, empty_evidence=empty_evidence
         ):
@@ -252,6 +259,11 @@ def _read_points(
     return [points[a] for a in sorted(points)]
 
 
+def _query_mention(view: DocView, e: int, target_word: int) -> tuple[int, int]:
+    """The query entity's last mention starting before the target: the text a reader would copy the name from."""
+    return max((a, b) for a, b, m, _ in view.mentions if m == e and a < target_word)
+
+
 def read_examples(
     doc: Mapping[str, Any],
     rel_names: Mapping[str, str],
@@ -261,105 +273,171 @@ def read_examples(
     split: str = "",
     seed: int = 0,
     max_pretext_chars: int | None = None,
-    q_thr: int = Q_THR,
+    q_thr: int | None = Q_THR,
     max_queries: int = MAX_QUERIES,
+    max_results: int | None = None,
     ambiguous: Iterable[tuple[str, str]] = AMBIGUOUS_QUERIES,
     first_mention_filter: bool = True,
     early_shift: float = 0.0,
-    fill_empty_with_target: bool = True,
+    query_names: str = "surface",
+    merge_same_queries: bool = False,
+    pretext_loss_first: bool = True,
+    fill_empty_with_target: bool = False,
     results_source: str = "gold",
     shuffle_results: bool = True,
     counts: Counter | None = None,
 ) -> list[dict]:
     """The read rows of one document (see the module doc); `counts` collects what each filter dropped.
 
-    `fill_empty_with_target`: when no query returns anything, the results are the target itself (official code),
-    so the model always sees a useful reply in training. `shuffle_results`: exact matches have no order; shuffle
-    them (seeded) so the target's place carries no signal. Rows record the gold read point, queries and target.
+    `q_thr=None` keeps every query (the official eval builder; the evaluation's memory applies Q_thr when it reads);
+    `max_results` truncates the stored results (official eval: 30). `query_names`: "surface" names the query entity
+    as its last mention before the target reads, "canonical" by its canonical name. A query whose mention lies
+    outside the kept pretext is dropped, so no query names an entity the text no longer shows.
+    `merge_same_queries` folds a read point into the previous one when both ask the same queries (official eval).
+    `early_shift` > 0 duplicates each read point as App. C: a gold copy trains the call, a copy k ~ Poisson(early_shift)
+    words earlier trains the continuation. `pretext_loss_first` trains the pretext of a document's first read (§3.3.2).
+    `fill_empty_with_target` (official code; off here): an empty reply becomes the target, so every reply helps.
+    `shuffle_results`: exact matches have no order; shuffle them (seeded) so the target's place carries no signal.
     """
+    if query_names not in QUERY_NAMES:
+        raise ValueError(f"query_names must be one of {QUERY_NAMES}, got {query_names!r}")
     n = counts if counts is not None else Counter()
     view = DocView.of(doc)
     rng = _doc_rng(seed, doc_idx, 2)
-    points = []
+    points: list[dict] = []
     for p in _read_points(doc, view, rel_names, frozenset(ambiguous), first_mention_filter, n):
-        scored = []
+        a = p["target_word"][0]
+        window = view.pretext(a, max_pretext_chars)[1]  # first word of the gold copy's pretext
+        scored, names = [], set()
         for q, other in p["cands"]:
+            ma, mb = _query_mention(view, other, a)
+            if ma < window:
+                n["dropped_query_entity_cut"] += 1  # its last mention before the target is truncated away
+                continue
+            if query_names == "surface":
+                name = view.words_text(ma, mb)
+                q = Triple(name, q.relation, "") if q.subject else Triple("", q.relation, name)
+                n["queries_surface_differs"] += name != view.names[other]
+            if q in names:
+                continue
+            names.add(q)
             res = list(dict.fromkeys(lookup(q)))
-            if len(res) >= q_thr:
+            if q_thr is not None and len(res) >= q_thr:
                 n["dropped_query_q_thr"] += 1
                 continue
-            scored.append((len(res) if res else 5, len(scored), q, other, res))
+            scored.append((len(res) if res else 5, len(scored), q, mb, res))
         scored.sort(key=lambda x: x[:2])  # fewest results first, as the official priority
         n["dropped_query_max_queries"] += max(0, len(scored) - max_queries)
         scored = scored[:max_queries]
         if not scored:
             n["dropped_no_query_left"] += 1
             continue
-        p["queries"] = [x[2] for x in scored]
-        p["n_results"] = [len(x[4]) for x in scored]
+        queries = [x[2] for x in scored]
+        if merge_same_queries and points and set(points[-1]["queries"]) == set(queries):
+            points[-1]["targets"] += p["targets"]
+            points[-1]["target_words"].append(p["target_word"])
+            n["merged_same_queries"] += 1
+            continue
+        p["queries"], p["n_results"] = queries, [len(x[4]) for x in scored]
+        p["target_words"] = [p["target_word"]]
         results = list(dict.fromkeys(r for x in scored for r in x[4]))
         if not results and fill_empty_with_target:
             results = [p["targets"][0]]
             n["results_filled_with_target"] += 1
         if shuffle_results and results_source == "gold":
             results = [results[i] for i in rng.permutation(len(results))]
+        if max_results is not None and len(results) > max_results:
+            results = results[:max_results]
+            n["results_truncated"] += 1
         p["results"] = results
-        # the query entities must have appeared before the read point, whatever the shift
-        p["floor"] = max(view.first[o][1] for *_, o, _ in scored)
+        p["floor"] = max(x[3] for x in scored)  # a shifted call still follows the query entities' mentions
         points.append(p)
 
-    rows, prev = [], 0
+    gold = [p["target_word"][0] for p in points]
+    rows: list[dict] = []
     for i, p in enumerate(points):
-        a = p["target_word"][0]
-        k = int(rng.poisson(early_shift)) if early_shift > 0 else 0
-        read = min(a, max(a - k, p["floor"], prev + 1 if i else 0))  # a nested target may start inside a query entity
-        p["read_word"], p["shift"] = read, a - read
-        n["shifted_reads"] += read < a
-        prev = read
-    for i, p in enumerate(points):
-        read = p["read_word"]
-        nxt = points[i + 1]["read_word"] if i + 1 < len(points) else len(view.words)
-        eot = i + 1 == len(points)
-        pre, pre_start = view.pretext(read, max_pretext_chars)
-        call = format_memllm_read_query(p["queries"])
-        reply = format_memllm_read_reply(p["results"])
-        lead = " " if read > 0 else ""  # the space before the read word stays with it, after the call (module doc)
-        cont = lead + view.words_text(read, nxt) + ("" if eot else READ_CONTINUE)
-        text = pre + call + reply + cont
-        c0 = len(pre) + len(call) + len(reply)  # where the continuation starts in `text`
-        shift = c0 + len(lead) - view.char_start[read]  # doc char offset -> row char offset, in the continuation
-        ta, tb = p["target_word"]
-        rows.append(
-            {
-                "id": f"{split}-{doc_idx}-r{i}",
-                "doc_idx": doc_idx,
-                "title": doc.get("title", ""),
-                "text": text,
-                "spans": [[len(pre), len(pre) + len(call)], [c0, len(text)]],
-                "add_eos": False,
-                "queries": [list(q) for q in p["queries"]],
-                "n_results": p["n_results"],
-                "results": p["results"],
-                "results_source": results_source,
-                "targets": p["targets"],
-                "target_span": [view.char_start[ta] + shift, view.char_start[tb] - 1 + shift],
-                "entity_spans": [
-                    [view.char_start[ma] + shift, view.char_start[mb] - 1 + shift, e]
-                    for ma, mb, e, _ in view.mentions
-                    if read <= ma and mb <= nxt
-                ],
-                "read_word": read,
-                "target_word": [ta, tb],
-                "shift": p["shift"],
-                "read_char": view.char_start[read],
-                "pretext_start_word": pre_start,
-                "eot": eot,
-            }
-        )
-        n["read_examples"] += 1
+        nxt = gold[i + 1] if i + 1 < len(points) else len(view.words)  # the next call starts at its gold position
+        copies = [("gold", gold[i])]
+        if early_shift > 0:
+            k = int(rng.poisson(early_shift))
+            floor = max(p["floor"], gold[i - 1] + 1 if i else 0)
+            copies.append(("shifted", min(gold[i], max(gold[i] - k, floor))))  # a nested target may start inside one
+        for copy, read in copies:
+            row = _read_row(view, doc, p, i, copy, read, nxt, max_pretext_chars, early_shift > 0, pretext_loss_first)
+            row.update(id=f"{split}-{doc_idx}-r{i}" + ("s" if copy == "shifted" else ""), doc_idx=doc_idx)
+            row["results_source"] = results_source
+            rows.append(row)
+            n["read_examples"] += 1
+            n["shifted_copies"] += copy == "shifted"
+            n["shifted_reads"] += row["shift"] > 0
+            n["pretext_loss"] += row["pretext_loss"]
+            n["replies_empty"] += not p["results"]
+            n["replies_without_target"] += not any(t in p["results"] for t in p["targets"])
+        n["read_points"] += 1
         n[f"reads_with_{len(p['queries'])}_queries"] += 1
         n["queries"] += len(p["queries"])
     return rows
+
+
+def _read_row(
+    view: DocView,
+    doc: Mapping[str, Any],
+    p: Mapping[str, Any],
+    i: int,
+    copy: str,
+    read: int,
+    nxt: int,
+    max_pretext_chars: int | None,
+    duplicated: bool,
+    pretext_loss_first: bool,
+) -> dict:
+    """One read row (id and doc_idx set by the caller); spans as §3.3.2 and App. C say (module doc)."""
+    pre, pre_start = view.pretext(read, max_pretext_chars)
+    call = format_memllm_read_query(p["queries"])
+    reply = format_memllm_read_reply(p["results"])
+    eot = nxt == len(view.words)
+    lead = " " if read > 0 else ""  # the space before the read word stays with it, after the call (module doc)
+    cont = lead + view.words_text(read, nxt) + ("" if eot else READ_CONTINUE)
+    text = pre + call + reply + cont
+    c0 = len(pre) + len(call) + len(reply)  # where the continuation starts in `text`
+    shift = c0 + len(lead) - view.char_start[read]  # doc char offset -> row char offset, in the continuation
+    call_span = [len(pre), len(pre) + len(call)]
+    first = pretext_loss_first and i == 0 and copy == "gold"
+    if first:
+        call_span[0] = 0  # the first read of a document also trains the pretext: where to open the first call
+    if not duplicated:
+        spans = [call_span, [c0, len(text)]]
+    else:
+        spans = [call_span] if copy == "gold" else [[c0, len(text)]]
+    tw = [list(w) for w in p["target_words"]]
+    return {
+        "id": "",
+        "doc_idx": 0,
+        "title": doc.get("title", ""),
+        "text": text,
+        "spans": spans,
+        "add_eos": False,
+        "copy": copy,
+        "pretext_loss": first,
+        "queries": [list(q) for q in p["queries"]],
+        "n_results": p["n_results"],
+        "results": p["results"],
+        "targets": p["targets"],
+        "target_span": [view.char_start[tw[0][0]] + shift, view.char_start[tw[0][1]] - 1 + shift],
+        "target_spans": [[view.char_start[a] + shift, view.char_start[b] - 1 + shift] for a, b in tw],
+        "entity_spans": [
+            [view.char_start[ma] + shift, view.char_start[mb] - 1 + shift, e]
+            for ma, mb, e, _ in view.mentions
+            if read <= ma and mb <= nxt
+        ],
+        "read_word": read,
+        "target_word": tw[0],
+        "target_words": tw,
+        "shift": tw[0][0] - read,
+        "read_char": view.char_start[read],
+        "pretext_start_word": pre_start,
+        "eot": eot,
+    }
 
 
 def build_read_rows(
@@ -385,10 +463,11 @@ def eval_doc_row(
 ) -> dict:
     """One document for perplexity evaluation: text, mentions, gold triples, gold read points, queries and targets.
 
-    Spans index the document's plain text (tokens joined by spaces); `read_chars` are where the gold reads go.
+    Spans index the document's plain text (tokens joined by spaces); `read_chars` are where the gold reads go;
+    `read_target_spans` holds each read's first target, `read_target_spans_all` every target of a merged read.
     """
     view = DocView.of(doc)
-    rr = [r for r in read_rows if r["doc_idx"] == doc_idx]
+    rr = [r for r in read_rows if r["doc_idx"] == doc_idx and r["copy"] == "gold"]
     return {
         "doc_idx": doc_idx,
         "title": doc.get("title", ""),
@@ -399,6 +478,7 @@ def eval_doc_row(
         "triples": [list(t) for _, t in gold_triples(doc, rel_names, view)],
         "read_chars": [r["read_char"] for r in rr],
         "read_target_spans": [list(view.span(*r["target_word"])) for r in rr],
+        "read_target_spans_all": [[list(view.span(*w)) for w in r["target_words"]] for r in rr],
         "read_targets": [r["targets"] for r in rr],
         "read_queries": [r["queries"] for r in rr],
     }
