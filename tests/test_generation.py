@@ -107,29 +107,55 @@ def test_write_call_feeds_the_opener_as_its_own_piece_and_parses_triples():
     assert call.triples == [Triple("A", "r", "B"), Triple("C", "r", "D")] and call.errors == []
 
 
+def letters(n, p=0.5, close=0.6):
+    """A script writing ";X" for n new letters X, each followed by a top "})": every cut point scores worse."""
+    return [s for c in "defghijklmnopqrstuvwxyz"[:n] for s in ({c: p, ";": 0.2}, {"})": close, ";": 1 - close})]
+
+
 def test_greedy_stops_at_the_first_close_late_stopping_picks_the_best_cut():
-    # a barely-top first "})", then near-certain "A" and "})": the second cut has the better mean log-prob (over a
-    # longer sequence) and is chosen; the third pays for the unlikely ";" and is not
-    script = [{"A": 0.99}, {"})": 0.51, ";": 0.49}] + [{"A": 0.999}, {"})": 0.99, ";": 0.01}] * 10
+    # a barely-top first "})", then near-certain "B" and "})": the second cut has the better mean log-prob (over a
+    # longer sequence) and is chosen; the later ones pay for the unlikely ";" and are not
+    script = [{"A": 0.99}, {"})": 0.51, ";": 0.49}] + [
+        s for c in "BCDEFG" for s in ({c: 0.999}, {"})": 0.99, ";": 0.01})
+    ]
     assert G.write_call(ProbStep(script), TOK, "x").text == "({MEM_WRITE-->A})"
     stats = Counter()
-    late = G.write_call(
-        ProbStep(script), TOK, "x", late_stopping=2, max_new_tokens=40, stop_on_repeat=False, stats=stats
-    )
-    assert late == G.WriteCall("({MEM_WRITE-->A;A})", "late stop") and stats == {"late stop": 1}
+    late = G.write_call(ProbStep(script), TOK, "x", late_stopping=2, max_new_tokens=40, stats=stats)
+    assert late == G.WriteCall("({MEM_WRITE-->A;B})", "late stop") and stats == {"late stop": 1} and late.cuts == 3
     # the first cut is the best when the text after it only gets less likely
-    script2 = [{"A": 0.99}, {"})": 0.6, ";": 0.4}] + [{"A": 0.3, ";": 0.2}, {"})": 0.55, ";": 0.45}] * 10
-    late2 = G.write_call(ProbStep(script2), TOK, "x", late_stopping=5, max_new_tokens=40, stop_on_repeat=False)
-    assert late2.text == "({MEM_WRITE-->A})"
+    script2 = [{"A": 0.99}, {"})": 0.6, ";": 0.4}] + letters(10, 0.3, 0.55)
+    late2 = G.write_call(ProbStep(script2), TOK, "x", late_stopping=5, max_new_tokens=40)
+    assert late2.text == "({MEM_WRITE-->A})" and late2.cuts == 5
 
 
-def test_late_stopping_stops_once_the_best_cut_is_k_cut_points_old():
-    # every later cut scores worse: after K = 3 more cut points without improvement the top "})" is taken
-    script = [{"A": 0.99}, {"})": 0.9, ";": 0.1}] + [{"B": 0.5, ";": 0.4}, {"})": 0.6, ";": 0.4}] * 20
+@pytest.mark.parametrize("k", [1, 3, 5])
+def test_late_stopping_stops_once_the_best_cut_is_k_cut_points_old(k):
+    # every later cut scores worse: the K-th top "})" without improvement is taken (appendix A; the official
+    # processor records K cut points, the best first), with the repeat rule on (the default): no triple repeats
+    script = [{"A": 0.99}, {"})": 0.9, ";": 0.1}] + letters(20)
     step = ProbStep(script)
-    call = G.write_call(step, TOK, "x", late_stopping=3, max_new_tokens=60, stop_on_repeat=False)
-    assert call.text == "({MEM_WRITE-->A})" and call.end == "late stop"
-    assert step.calls == 1 + 1 + 2 * 3  # the prompt, "A", then three ";B" before the fourth "})" ends it
+    call = G.write_call(step, TOK, "x", late_stopping=k, max_new_tokens=60)
+    assert call.text == "({MEM_WRITE-->A})" and call.end == "late stop" and call.cuts == k
+    assert step.calls == 1 + 1 + 2 * k  # the prompt, "A", then K times ";X" before the (K+1)-th "})" ends it
+
+
+def test_late_stopping_writes_more_than_greedy_when_the_model_repeats_itself_first():
+    # a model that repeats its triple after the first suppressed "})", then writes a new one: stopping at the first
+    # repeat would end decoding with one cut point (greedy's output); late stopping goes on and cuts after the new
+    # triple, the repeat removed from the call
+    script = (
+        chars("A>>r>>B", 0.99)
+        + [{"})": 0.51, ";": 0.49}]
+        + chars("A>>r>>B;C>>r>>D", 0.99)
+        + [{"})": 0.95, ";": 0.05}]
+        + letters(10, 0.3)
+    )
+    greedy = G.write_call(ProbStep(script), TOK, "x")
+    stats = Counter()
+    late = G.write_call(ProbStep(script), TOK, "x", late_stopping=5, max_new_tokens=120, stats=stats)
+    assert greedy.triples == [Triple("A", "r", "B")] and greedy.end == "closed"
+    assert late.triples == [Triple("A", "r", "B"), Triple("C", "r", "D")]
+    assert late.text == "({MEM_WRITE-->A>>r>>B;C>>r>>D})" and stats == {"late stop": 1} and late.cuts == 1 + 5
 
 
 def test_a_repeated_triple_ends_the_call_and_keeps_what_came_before():
@@ -139,14 +165,17 @@ def test_a_repeated_triple_ends_the_call_and_keeps_what_came_before():
     assert call == G.WriteCall("({MEM_WRITE-->A>>r>>B;C>>r>>D})", "repeat") and stats == {"repeat": 1}
 
 
-def test_the_repeat_rule_fires_before_late_stopping_has_k_cut_points():
-    # a model that loops after its first "})": the repeat ends decoding with one cut point, so late stopping
-    # writes what greedy decoding writes (notebook 06's committed run, see the module doc)
-    script = chars("A>>r>>B") + [{"})": 0.9, ";": 0.1}] + chars("A>>r>>B;" * 5)
-    greedy = G.write_call(ProbStep(script), TOK, "x")
-    stats = Counter()
-    late = G.write_call(ProbStep(script), TOK, "x", late_stopping=5, stats=stats)
-    assert greedy.text == late.text == "({MEM_WRITE-->A>>r>>B})" and stats == {"late stop": 1}
+def test_under_late_stopping_the_kth_repeat_ends_a_loop_and_repeats_leave_the_call():
+    # no "})" at all: K = 3 repeated triples end decoding (a loop's cost is bounded), the call keeps one copy
+    step = ProbStep(chars("A>>r>>B;C>>r>>D;" * 6))
+    call = G.write_call(step, TOK, "x", late_stopping=3, max_new_tokens=200)
+    assert call == G.WriteCall("({MEM_WRITE-->A>>r>>B;C>>r>>D})", "repeat") and call.cuts == 0
+    assert step.calls == len("A>>r>>B;C>>r>>D;A>>r>>B;C>>r>>D;A>>r>>B;")
+    # a loop with ever likelier "})": the best cut lies inside the loop; its repeats are removed from the call
+    unsure = [{c: 0.6, "~": 0.4} for c in "A>>r>>B"]  # a costly first triple, a near-certain loop after it
+    loop = unsure + [s for _ in range(9) for s in ({"})": 0.51, ";": 0.49}, *chars("A>>r>>B", 0.999))]
+    late = G.write_call(ProbStep(loop), TOK, "x", late_stopping=5, max_new_tokens=200)
+    assert late.text == "({MEM_WRITE-->A>>r>>B})" and late.end == "late stop" and late.cuts == 6
 
 
 def test_an_unclosed_call_keeps_its_complete_triples():

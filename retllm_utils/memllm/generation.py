@@ -10,16 +10,26 @@ forced opener ``({MEM_WRITE-->``, tokenized as a piece of its own, as `training.
 training example there. Greedy decoding (K = 0) stops at the first "})". Late stopping (appendix A, official
 `LateStoppingProcessor`, K = 5): whenever "})" (the closing token) is the top token, the cut point is recorded with
 score (log-prob so far + log p("})")) / sequence length, "})" is suppressed and the second-best token taken, until
-the best cut point is K cut points old; the call is then cut at the best one.
+the best cut point is K cut points old (K cut points in a row without a better score); "})" is then taken and the
+call cut at the best cut point. Decoding that ends otherwise (token limit, end token, a repeat) is cut there too.
 Two rules of ours keep a small model's degenerate calls from costing every triple (the 135M write model often
-loops, e.g. "X>>date of death>>2002;X>>date of death>>2002;..." until the token limit): decoding stops when a
-finished triple repeats an earlier one of the same call (`stop_on_repeat`), and a call still open when decoding
-ends keeps its complete triples (the text up to its last ";"). `WriteCall.end` says how a call ended: "closed",
-"late stop", "repeat" or "limit" (a `collections.Counter` passed as `stats` counts them).
-The repeat rule is checked at every token, also while late stopping is still collecting cut points: a looping
-model repeats a triple soon after the first suppressed "})", decoding ends there before K cut points exist, and
-the best cut is then that first "})", where greedy decoding stops. In notebook 06's committed cpu run, late
-stopping therefore wrote exactly what greedy decoding wrote. Both rules and their order live in `write_call`'s loop.
+loops, e.g. "X>>date of death>>2002;X>>date of death>>2002;..." until the token limit):
+- repeats: decoding stops when finished triples of the call repeat earlier ones (`stop_on_repeat`): at the first
+  repeat under greedy decoding, at the K-th under late stopping. Stopping at the first repeat would pre-empt late
+  stopping: a small model repeats its last triple right after the first suppressed "})", so decoding ended with one
+  cut point, where greedy decoding stops (in an earlier version of this kit late stopping wrote exactly what greedy
+  decoding wrote). K repeats bound the cost of a loop as K cut points bound late stopping itself, and no repeated
+  triple reaches the call: repeats are removed from every decoded call (`WriteCall.text`), so a looping stretch
+  before the best cut adds nothing.
+- a call still open when decoding ends keeps its complete triples (the text up to its last ";").
+`WriteCall.end` says how the call ended (`WRITE_ENDS`): "late stop" when late stopping recorded a cut point and cut
+the call at its best (whatever ended decoding), else "closed" by the model's "})", "repeat", "limit" (token limit or
+end token) or "stuck" (constrained, no allowed token among the candidates); a `collections.Counter` passed as
+`stats` counts them. `WriteCall.cuts` is the number of cut points late stopping recorded.
+Constrained decoding (`constraint`, ours, off by default; `write_quality.WriteGrammar` allows entities that are spans
+of the focus sentence or its pretext and Re-DocRED's relation names): at every step the tokens are tried best
+first (at most `max_candidates`) and the first two that keep the call body allowed are the top two; "})" only
+where the call is complete, the end token never. Scores stay the model's own log-probabilities.
 
 Read query (`read_query`, §3.2.2): greedy after the forced opener ``({MEM_READ(`` up to ``)-->``. A call that starts
 a query beyond `MAX_QUERIES` or repeats one (a small model's loop) is abandoned at once, as one that never closes
@@ -32,9 +42,10 @@ not allowed the token is chosen with "({" removed, as the evaluators score text 
 
 from __future__ import annotations
 
+import re
 from collections import Counter
-from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Callable, Protocol, Sequence
 
 import numpy as np
 import torch
@@ -65,6 +76,8 @@ __all__ = [
     "end_id",
     "write_head",
     "WriteCall",
+    "WRITE_ENDS",
+    "CallConstraint",
     "write_call",
     "ReadQuery",
     "read_query",
@@ -74,6 +87,7 @@ __all__ = [
 
 Step = Callable[[Sequence[int]], torch.Tensor]  # feed ids -> logits (vocabulary,) of the last position fed
 OPEN = "({"  # the token a read starts with (MemLLM's START; one token in SmolLM2's vocabulary)
+WRITE_ENDS = ("closed", "late stop", "repeat", "limit", "stuck")  # `WriteCall.end`: what ended a write call
 
 
 class ModelStep:
@@ -134,10 +148,11 @@ def write_head(pretext: str, sentence: str) -> str:
 
 @dataclass(frozen=True)
 class WriteCall:
-    """A decoded write call, "({MEM_WRITE-->...})", and how decoding ended: "closed", "late stop", "repeat", "limit"."""
+    """A decoded write call, "({MEM_WRITE-->...})", how it ended (`WRITE_ENDS`), and late stopping's cut points."""
 
     text: str
     end: str
+    cuts: int = field(default=0, compare=False)
 
     @property
     def triples(self) -> list[Triple]:
@@ -148,6 +163,47 @@ class WriteCall:
         return [c for c in parse_memllm(self.text) if isinstance(c, ApiError)]
 
 
+class CallConstraint(Protocol):
+    """Allowed write-call bodies (constrained decoding): is `body` a valid prefix, or with `closed` a whole body."""
+
+    def __call__(self, body: str, closed: bool = False) -> bool: ...
+
+
+def _parts(body: str) -> list[str]:
+    """The ";"-separated parts of a call body (an escaped "\\;" stays inside its term)."""
+    return re.split(r"(?<!\\);", body)
+
+
+def _unique(body: str) -> str:
+    """`body` with every part that repeats an earlier one removed: a call never stores a triple twice."""
+    seen: set[str] = set()
+    keep = [p for p in _parts(body) if not (p.strip() in seen or seen.add(p.strip()))]
+    return ";".join(keep)
+
+
+def _ranked(
+    logits: torch.Tensor,
+    tokenizer: Any,
+    gen: list[int],
+    constraint: CallConstraint | None,
+    close_id: int,
+    stop_id: int | None,
+    max_candidates: int,
+) -> list[int]:
+    """The two best next tokens; under `constraint` the two best that keep the call allowed (the end token never)."""
+    if constraint is None:
+        return torch.topk(logits, 2).indices.tolist()
+    text, out = tokenizer.decode(gen), []
+    for c in torch.topk(logits, min(max_candidates, logits.shape[-1])).indices.tolist():
+        if c == stop_id:
+            continue
+        if constraint(text, True) if c == close_id else constraint(tokenizer.decode(gen + [c])):
+            out.append(c)
+            if len(out) == 2:
+                break
+    return out
+
+
 def write_call(
     step: Step,
     tokenizer: Any,
@@ -156,54 +212,59 @@ def write_call(
     late_stopping: int = 0,
     max_new_tokens: int = 128,
     stop_on_repeat: bool = True,
+    constraint: CallConstraint | None = None,
+    max_candidates: int = 256,
     stats: Counter | None = None,
 ) -> WriteCall:
-    """The write call the model produces after `head` (`write_head`): greedy (K = 0) or late stopping (K > 0)."""
+    """The write call the model produces after `head` (`write_head`): greedy (K = 0) or late stopping (K > 0),
+    optionally constrained (`constraint`: only tokens it allows, among the `max_candidates` best; see module doc)."""
     close_id, stop_id = token_id(tokenizer, MEMLLM_CLOSE), end_id(tokenizer)
     prompt = piece(tokenizer, head) + piece(tokenizer, MEMLLM_WRITE_OPEN)
     logits = step(prompt).float()
     gen: list[int] = []
     cum, cuts = 0.0, {}  # cut position in `gen` -> mean log-prob score
-    closed, repeat_body, n_done = False, None, 0
+    end, n_done, repeats = "limit", 0, 0
     for _ in range(max_new_tokens):
         logp = torch.log_softmax(logits, -1)
-        top2 = torch.topk(logits, 2).indices.tolist()
+        top2 = _ranked(logits, tokenizer, gen, constraint, close_id, stop_id, max_candidates)
+        if not top2:
+            end = "stuck"
+            break
         nxt = top2[0]
         if late_stopping and nxt == close_id:
             scores = list(cuts.values())
             best = int(np.argmax(scores)) if scores else 0
-            if len(cuts) < late_stopping or best > len(cuts) - late_stopping:
+            if len(cuts) < late_stopping or best > len(cuts) - late_stopping:  # improved within the last K cuts
                 cuts[len(gen)] = (cum + float(logp[close_id])) / (len(prompt) + len(gen))
-                nxt = top2[1]
+                nxt = top2[1] if len(top2) > 1 else nxt
         cum += float(logp[nxt])
         if nxt == close_id:
-            closed = True
+            end = "closed"
             break
         if nxt == stop_id:
             break
         gen.append(nxt)
         if stop_on_repeat:
-            done = [p.strip() for p in tokenizer.decode(gen).split(";")[:-1]]
+            done = [p.strip() for p in _parts(tokenizer.decode(gen))[:-1]]
             if len(done) > n_done:
                 n_done = len(done)
-                if done[-1] in done[:-1]:
-                    repeat_body = ";".join(done[:-1])
+                repeats += done[-1] in done[:-1]
+                if repeats >= max(1, late_stopping):
+                    end = "repeat"
                     break
         if len(gen) == max_new_tokens:
             break
         logits = step([nxt]).float()
-    if cuts:
+    if cuts:  # late stopping: cut at the best cut point, whatever ended decoding
         end, body = "late stop", tokenizer.decode(gen[: max(cuts, key=lambda k: cuts[k])])
-    elif repeat_body is not None:
-        end, body = "repeat", repeat_body
-    elif closed:
-        end, body = "closed", tokenizer.decode(gen)
-    else:  # token limit or end of text inside the call: keep its complete triples
+    elif end == "closed":
+        body = tokenizer.decode(gen)
+    else:  # a repeat, the token limit, the end token or no allowed token inside the call: its complete triples
         text = tokenizer.decode(gen)
-        end, body = "limit", text[: max(text.rfind(";"), 0)]
+        body = text[: max(text.rfind(";"), 0)]
     if stats is not None:
         stats[end] += 1
-    return WriteCall(MEMLLM_WRITE_OPEN + body + MEMLLM_CLOSE, end)
+    return WriteCall(MEMLLM_WRITE_OPEN + _unique(body) + MEMLLM_CLOSE, end, len(cuts))
 
 
 # ------------------------------------------------------------------------------------------------ read

@@ -1,9 +1,15 @@
 """MemLLM memory-write quality (Table 4, appendices A and F; notebook 06): run the write model per focus sentence,
-score its triples.
+score its triples, and the paper's Table 4 to print beside ours.
 
-Decoding is `generation.write_call` (greedy, or late stopping with K cut points, the repeated-triple stop and the
-unclosed-call rule; see its module doc); `write_document` runs it over a document's write rows and counts how the
-calls ended in `stats`.
+Decoding is `generation.write_call` (greedy, or late stopping with K cut points, the repeat and unclosed-call rules;
+see its module doc); `write_document` runs it over a document's write rows and counts how the calls ended in `stats`.
+
+Constrained decoding (ours, beyond the paper; `write_document(..., relations=...)`): `WriteGrammar` allows a call
+body only if every subject and object is a span of the focus sentence or its pretext (word-aligned, whitespace
+ignored, as the kit's text joins DocRED's tokens with spaces where the canonical names may not) and every relation
+is one of the given names (Re-DocRED's 96: `docred.relation_names`). It cannot invent entities or relations, and
+every constrained call parses, so a malformed part never costs the call its good triples. Off by default: whether
+it raises write recall is measured in notebook 06, not assumed.
 
 Precision and recall per document, micro-averaged: exact (the same three strings) and embedding-matched
 (appendix F: a generated triple matches a gold one when subject and object reach cosine `tau_entity` and the
@@ -13,36 +19,141 @@ any gold triple of its document; a gold triple counts as found if any generated 
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Collection, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from ..api import MemWrite, Triple, parse_memllm
+from ..api import USER_END, USER_ST, MemWrite, Triple, _find_unescaped, _split_unescaped, _unescape, parse_memllm
 from ..metrics import PRF
 from .generation import ModelStep, write_call
 
-__all__ = ["generate_write", "write_document", "PRF", "score_exact", "score_embedded", "PAPER_TABLE4"]
+__all__ = [
+    "generate_write",
+    "write_document",
+    "WriteGrammar",
+    "PRF",
+    "score_exact",
+    "score_embedded",
+    "PAPER_TABLE4",
+    "paper_table4_row",
+]
 
-# MemLLM Table 4 (Mistral-7B write model on Re-DocRED dev): still empty, to be filled from the paper (a later task)
-# as {setting: (precision, recall)}; notebook 06 prints them beside ours, "n/a" while missing.
-PAPER_TABLE4: dict[str, tuple[float, float]] = {}
+# MemLLM Table 4 (App. F): the Mistral-7B write model on DocRED's validation set, per training-data composition and
+# decoding; {decoding: {training data: {column: value}}}. "Prec." and "Rec." are embedding-matched (Contriever,
+# App. F; comparable with our embedding-matched P/R); "Prec. (MB)" is model-based precision (an LLM judges whether
+# the focus sentence supports the triple, App. D), which this kit does not compute; the paper's "F1" is the
+# harmonic mean of "Rec." and "Prec. (MB)", not of "Rec." and "Prec.". "+ All" = Filtering + 85% NoRel. Drop +
+# 10xAnnot., the same data as the last late-stopping row.
+_COLUMNS = ("Rec.", "Prec.", "Prec. (MB)", "F1")
+PAPER_TABLE4: dict[str, dict[str, dict[str, float]]] = {
+    decoding: {data: dict(zip(_COLUMNS, values)) for data, values in rows.items()}
+    for decoding, rows in {
+        "late stopping": {
+            "Distant.": (0.576, 0.309, 0.582, 0.579),
+            "+ Filtering": (0.517, 0.454, 0.827, 0.636),
+            "+ 85% NoRel. Drop": (0.544, 0.424, 0.799, 0.647),
+            "+ 10xAnnot.": (0.578, 0.425, 0.797, 0.670),
+        },
+        "greedy": {  # "Without late stopping"
+            "Distant.": (0.541, 0.325, 0.587, 0.563),
+            "+ All": (0.562, 0.448, 0.818, 0.666),
+        },
+    }.items()
+}
+
+
+def paper_table4_row(late_stopping: bool) -> dict[str, float]:
+    """The paper's row for its full training data (MemLLM Table 4, App. F), to print beside our decoding."""
+    return PAPER_TABLE4["late stopping"]["+ 10xAnnot."] if late_stopping else PAPER_TABLE4["greedy"]["+ All"]
+
+
+class WriteGrammar:
+    """Allowed write-call bodies for one head: entities are spans of `source`, relations are `relations` (ours)."""
+
+    def __init__(self, source: str, relations: Iterable[str]):
+        self.relations = sorted({r.strip() for r in relations})
+        self._names = set(self.relations)
+        kept = [i for i, c in enumerate(source) if not c.isspace()]  # whitespace is ignored when matching spans
+        self._flat = "".join(source[i] for i in kept)
+
+        def edge(i: int) -> bool:  # a word starts or ends at character i of `source`
+            return i in (0, len(source)) or not (source[i - 1].isalnum() and source[i].isalnum())
+
+        self._starts = {j for j, i in enumerate(kept) if edge(i)}
+        self._ends = {j + 1 for j, i in enumerate(kept) if edge(i + 1)}
+        self._seen: dict[tuple[str, bool], bool] = {}
+
+    @classmethod
+    def for_head(cls, head: str, relations: Iterable[str]) -> "WriteGrammar":
+        """The grammar for a write head (`generation.write_head`): spans of its pretext and focus sentence."""
+        return cls(head.replace(USER_ST, " ").replace(USER_END, " "), relations)
+
+    def entity(self, term: str, complete: bool) -> bool:
+        """`term` is (a word-aligned start of, unless `complete`) a span of the source, whitespace ignored."""
+        key = "".join(term.split())
+        if not key:
+            return not complete
+        if (key, complete) not in self._seen:
+            i, ok = self._flat.find(key), False
+            while i >= 0 and not ok:
+                ok = i in self._starts and (not complete or i + len(key) in self._ends)
+                i = self._flat.find(key, i + 1)
+            self._seen[key, complete] = ok
+        return self._seen[key, complete]
+
+    def relation(self, term: str, complete: bool) -> bool:
+        """`term` is (the start of, unless `complete`) an allowed relation name."""
+        return term in self._names if complete else any(r.startswith(term) for r in self.relations)
+
+    def __call__(self, body: str, closed: bool = False) -> bool:
+        """Is `body` (the text after "({MEM_WRITE-->") allowed: a whole call body if `closed`, else a prefix of one."""
+        if not closed:  # an unfinished character, escape or ">>" at the end is checked with the next token
+            body = body.rstrip("\ufffd")
+            if (len(body) - len(body.rstrip("\\"))) % 2:
+                body = body[:-1]
+            elif body.endswith(">") and not body.endswith(">>"):
+                body = body[:-1]
+        if closed and not body.strip():
+            return True  # a call without triples
+        if _find_unescaped(body, "{}()", 0) >= 0:
+            return False
+        parts = _split_unescaped(body, ";")
+        for k, part in enumerate(parts):
+            whole = closed or k < len(parts) - 1
+            terms = _split_unescaped(part, ">>")
+            if len(terms) > 3 or whole and len(terms) < 3:
+                return False
+            for f, term in enumerate(terms):
+                complete = whole or f < len(terms) - 1
+                text = _unescape(term) if complete else _unescape(term).lstrip()
+                if not (self.relation if f == 1 else self.entity)(text, complete):
+                    return False
+        return True
 
 
 def generate_write(model: Any, tokenizer: Any, head: str, **kw: Any) -> str:
     """The write call a model produces after `head` (pretext + tagged sentence), "({MEM_WRITE-->...})" (notebook 05).
 
-    Keywords as `generation.write_call`: late_stopping, max_new_tokens, stop_on_repeat, stats.
+    Keywords as `generation.write_call`: late_stopping, max_new_tokens, stop_on_repeat, constraint, stats.
     """
     return write_call(ModelStep(model), tokenizer, head, **kw).text
 
 
 def write_document(
-    model: Any, tokenizer: Any, write_rows: Sequence[Mapping[str, Any]], **kw: Any
+    model: Any,
+    tokenizer: Any,
+    write_rows: Sequence[Mapping[str, Any]],
+    *,
+    relations: Collection[str] | None = None,
+    **kw: Any,
 ) -> tuple[list[Triple], list[str]]:
-    """Triples the write model extracts from one document's write rows (`write_examples`), and the raw calls."""
+    """Triples the write model extracts from one document's write rows (`write_examples`), and the raw calls;
+    constrained to spans of each head and to `relations` when given (`WriteGrammar`; None: unconstrained)."""
     triples, raw = [], []
     for row in write_rows:
-        call = generate_write(model, tokenizer, row["text"][: row["spans"][0][0]], **kw)
+        head = row["text"][: row["spans"][0][0]]
+        grammar = None if relations is None else WriteGrammar.for_head(head, relations)
+        call = generate_write(model, tokenizer, head, constraint=grammar, **kw)
         raw.append(call)
         for c in parse_memllm(call):
             if isinstance(c, MemWrite):
