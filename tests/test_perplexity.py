@@ -1,6 +1,8 @@
 """MemLLM perplexity evaluators (reference vs fast), metrics, and memory-write quality scoring."""
 
+import contextlib
 import math
+import re
 from collections import Counter
 from types import SimpleNamespace
 from unittest import mock
@@ -9,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from retllm_utils.api import Triple
+from retllm_utils.api import Triple, format_memllm_read_query, format_memllm_read_reply
 from retllm_utils.memllm import perplexity as P
 from retllm_utils.memllm.generation import ReadQuery
 from retllm_utils.memllm.write_quality import generate_write, score_embedded, score_exact
@@ -118,10 +120,17 @@ def test_aggregate_pools_tokens_and_averages_spans():
 def test_read_setup_validation_and_table_rows():
     with pytest.raises(ValueError, match="gold read positions"):
         P.ReadSetup(memory="m", positions="model", queries="gold")
+    with pytest.raises(ValueError, match="gold read positions"):
+        P.ReadSetup(memory="m", positions="model", mix=True)
     with pytest.raises(ValueError, match="need a memory"):
         P.ReadSetup(positions="gold")
-    assert len(P.TABLE1_ROWS) == 9
+    assert len(P.TABLE1_ROWS) == 10
     assert P.TABLE1_ROWS["⑨ gold target only"].results == "target"
+    for name in ("③ MW[dev] memory", "⑤ gold dev triples"):  # official: gold positions, branches mixed by P("({")
+        s = P.TABLE1_ROWS[name]
+        assert s.positions == "gold" and s.queries == "model" and s.mix and not s.mask_open
+    assert P.TABLE1_ROWS["⑤′ model-chosen positions (argmax)"].positions == "model"
+    assert all(s.mask_open for n, s in P.TABLE1_ROWS.items() if not n.startswith(("③", "⑤ ")))
     assert P._answer(
         P.ReadSetup(memory="m", positions="gold", results="memory+target"),
         [Triple("a", "r", "")],
@@ -210,3 +219,277 @@ def test_write_generation_stops_on_a_repeated_triple_and_keeps_complete_triples_
     # without the repeat rule the token limit ends it mid-triple: the complete triples survive, the partial one not
     out = generate_write(_ScriptedLM(loop, len(tok)), tok, "x", stop_on_repeat=False, max_new_tokens=7, stats=stats)
     assert out == "({MEM_WRITE-->A;B;A})" and stats["limit"] == 1
+
+
+# ------------------------------------------------------------------------------------------------ toy model tests
+class _ToyTok:
+    """A word-level tokenizer with offsets (MemLLM's "({", "})", "-->", ">>" one token each) for model-free tests."""
+
+    PAT = re.compile(r"\(\{|\}\)|-->|>>|\s*[A-Za-z0-9]+|\s*[^\sA-Za-z0-9]")
+    eos_token, chat_template = "</s>", None
+
+    def __init__(self):
+        self.inv = ["</s>"]
+        self.vocab = {"</s>": 0}
+
+    def convert_tokens_to_ids(self, s):
+        if s not in self.vocab:
+            self.vocab[s] = len(self.inv)
+            self.inv.append(s)
+        return self.vocab[s]
+
+    def __call__(self, text, add_special_tokens=False, return_offsets_mapping=False):
+        ms = list(self.PAT.finditer(text))
+        out = {"input_ids": [self.convert_tokens_to_ids(m.group()) for m in ms]}
+        if return_offsets_mapping:
+            out["offset_mapping"] = [m.span() for m in ms]
+        return out
+
+    def decode(self, ids, **kw):
+        return "".join(self.inv[i] for i in ids)
+
+
+class _ToyCache:
+    def __init__(self):
+        self.ids = []
+
+    def get_seq_length(self):
+        return len(self.ids)
+
+    def crop(self, k):
+        self.ids = self.ids[:k]
+
+
+class _ToyLM:
+    """Next-token logits from the whole context: words of the reply in context are boosted (a reader that copies),
+    "({" gets a logit that depends on the context length (so p differs between branches), the rest is flat."""
+
+    V = 256
+
+    def __init__(self, tok, boost=3.0):
+        self.tok, self.boost, self.device = tok, boost, torch.device("cpu")
+
+    def logits_for(self, ctx):
+        tok, lg = self.tok, torch.zeros(self.V)
+        arrow, close = tok.convert_tokens_to_ids("-->"), tok.convert_tokens_to_ids("})")
+        if arrow in ctx:
+            a = len(ctx) - 1 - ctx[::-1].index(arrow)
+            if close in ctx[a:]:
+                words = {tok.inv[i].strip() for i in ctx[a + 1 : ctx.index(close, a)]} - {","}
+                for i, s in enumerate(tok.inv):
+                    if s.strip() in words:
+                        lg[i] += self.boost
+        lg[tok.convert_tokens_to_ids("({")] = -1.0 + 0.5 * (len(ctx) % 3)
+        return lg
+
+    def __call__(self, input_ids, past_key_values=None, use_cache=True, logits_to_keep=None):
+        assert len(self.tok.inv) < self.V
+        cache = past_key_values if past_key_values is not None else _ToyCache()
+        new, past = input_ids[0].tolist(), list(cache.ids)
+        logits = torch.stack([self.logits_for(past + new[: i + 1]) for i in range(len(new))])[None]
+        cache.ids = past + new
+        return SimpleNamespace(logits=logits[:, -logits_to_keep:] if logits_to_keep else logits, past_key_values=cache)
+
+    def probs(self, ctx):
+        return torch.softmax(self.logits_for(list(ctx)).double(), -1)
+
+
+def _toy_row(text, reads, mentions=()):
+    """A docs_dev-shaped row: reads = [(word the read goes before, target, queries)]."""
+    row = {
+        "doc_idx": 0,
+        "text": text,
+        "read_chars": [],
+        "read_target_spans": [],
+        "read_targets": [],
+        "mention_spans": [],
+    }
+    row["read_queries"] = []
+    for word, target, queries in reads:
+        a = text.index(word)
+        row["read_chars"].append(a)
+        row["read_target_spans"].append([a, a + len(target)])
+        row["read_targets"].append([target])
+        row["read_queries"].append([list(q) for q in queries])
+    row["mention_spans"] = [[text.index(m), text.index(m) + len(m), 0] for m in mentions]
+    return row
+
+
+def _both(model, tok, doc, setup, lookup=None, **kw):
+    return [fn(model, tok, doc, setup, lookup, **kw) for fn in (P.reference_doc, P.fast_doc)]
+
+
+SKELETON = "Duff Gibson won gold with Jeff Pain and Melissa Hollingsworth in skeleton at Salt Lake ."
+Q_TEAM, Q_SITE = [("", "teammate", "Duff Gibson")], [("skeleton", "location", "")]
+SKELETON_READS = [
+    ("Jeff", "Jeff Pain", Q_TEAM),
+    ("Melissa", "Melissa Hollingsworth", Q_TEAM),
+    ("Salt", "Salt Lake", Q_SITE),
+]
+
+
+def test_gold_target_only_is_not_worse_than_gold_target_added_at_same_query_points():
+    """Two consecutive points ask the same queries (doc 0 of dev: Duff Gibson -> Jeff Pain -> Melissa Hollingsworth):
+    ⑨'s reply must hold both targets, so ⑨ <= ⑧ in TARGET (a stale ⑨ call held only the first)."""
+    tok = _ToyTok()
+    model, doc = _ToyLM(tok), P.prepare_doc(tok, _toy_row(SKELETON, SKELETON_READS))
+    memory = {("", "teammate", "Duff Gibson"): ["Melissa Hollingsworth", "Jeff Pain", "Bob Smith"]}
+    memory[("skeleton", "location", "")] = ["Salt Lake"]
+
+    def lookup(queries):
+        return [e for q in queries for e in memory.get(tuple(q), [])]
+
+    rows = ("⑦ ⑥ + gold queries", "⑧ ⑦ + gold target added", "⑨ gold target only")
+    target = {}
+    for name in rows:
+        ref, fast = _both(model, tok, doc, P.TABLE1_ROWS[name], lookup)
+        assert np.allclose(ref.nll, fast.nll, equal_nan=True, atol=1e-5) and ref.reads == fast.reads
+        target[name] = P.aggregate([doc], [ref]).target
+    assert target[rows[2]] <= target[rows[1]] <= target[rows[0]] + 1e-9
+    assert target[rows[2]] < target[rows[1]]  # the distractor costs ⑧ something
+
+
+def test_prepare_doc_merges_same_query_points_idempotently():
+    tok = _ToyTok()
+    row = _toy_row(SKELETON, SKELETON_READS)
+    doc = P.prepare_doc(tok, row)
+    assert len(doc.gold_reads) == 2 and doc.targets == [["Jeff Pain", "Melissa Hollingsworth"], ["Salt Lake"]]
+    assert len(doc.target_tokens) == 3  # TARGET still averages over the three target spans
+    merged = dict(row, read_chars=row["read_chars"][::2], read_queries=row["read_queries"][::2])
+    merged |= {"read_targets": [["Jeff Pain", "Melissa Hollingsworth"], ["Salt Lake"]]}
+    merged |= {"read_target_spans_all": [row["read_target_spans"][:2], row["read_target_spans"][2:]]}
+    again = P.prepare_doc(tok, merged)  # a data set that merged them itself gives the same document
+    assert (again.ids, again.gold_reads, again.targets, again.target_tokens) == (
+        doc.ids,
+        doc.gold_reads,
+        doc.targets,
+        doc.target_tokens,
+    )
+    assert (
+        P.prepare_doc(tok, dict(row, read_queries=[Q_TEAM, Q_SITE, Q_TEAM])).gold_reads.keys() != doc.gold_reads.keys()
+    )
+
+
+def _scripted_query(script):
+    """A stand-in for `read_query`: the next queries of `script` (None: no valid call), fed through the step."""
+    it = iter(script)
+
+    def fake(step, tokenizer, prefix=(), *, max_new_tokens=64):
+        qs = next(it)
+        qs = None if qs is None else [Triple(*q) for q in qs]
+        ids = tokenizer(format_memllm_read_query(qs) if qs else "({MEM_READ(oops)-->")["input_ids"]
+        step(list(prefix) + ids[:-1])
+        return ReadQuery(qs, ids, "query" if qs else "invalid")
+
+    return fake
+
+
+@pytest.mark.parametrize("failure", ["no result", "no valid query", "same queries"])
+def test_a_failed_read_leaves_no_call_in_context(failure):
+    """After a failed read the text continues from the plain pretext: its tokens score as with memory disabled."""
+    tok = _ToyTok()
+    model = _ToyLM(tok)
+    text = "Duff Gibson won gold with Jeff Pain in skeleton and Jeff Pain won silver ."
+    reads = [("Jeff", "Jeff Pain", Q_TEAM), ("Jeff Pain won", "Jeff Pain", Q_SITE)]
+    row = _toy_row(text, reads)
+    row["read_chars"][1] = text.index("Jeff Pain won")
+    doc = P.prepare_doc(tok, row)
+    t1, t2 = sorted(doc.gold_reads)
+    plain = P.reference_doc(model, tok, doc, P.ReadSetup())
+
+    def lookup(queries):  # the first call's reply holds "Jeff Pain", which a stale call would boost at t2
+        return ["Jeff Pain"] if tuple(queries[0]) == Q_TEAM[0] else []
+
+    if failure == "no result":
+        setup, script = P.TABLE1_ROWS["⑦ ⑥ + gold queries"], None
+    else:
+        setup = P.TABLE1_ROWS["⑥ ⑤ + gold positions"]
+        script = [Q_TEAM, None] if failure == "no valid query" else [Q_TEAM, Q_TEAM]
+    for fn in (P.reference_doc, P.fast_doc):
+        patch = mock.patch.object(P, "read_query", _scripted_query(script)) if script else contextlib.nullcontext()
+        with patch:
+            res = fn(model, tok, doc, setup, lookup)
+        assert [r["t"] for r in res.reads] == [t1] and res.attempts == 2
+        assert np.all(np.abs(res.nll[t1:t2] - plain.nll[t1:t2]) > 1e-3)  # the first call changed what followed
+        assert np.allclose(res.nll[t2:], plain.nll[t2:], atol=1e-6), fn.__name__  # and left with the failed read
+
+
+def test_branch_mixing_nll_equals_the_formula():
+    """Rows ③/⑤: -log(p p(x|read) + (1-p) p(x|no read)), p = P("({") mixed over branches; computed by hand."""
+    tok = _ToyTok()
+    model = _ToyLM(tok)
+    text = "Duff Gibson won gold with Jeff Pain in skeleton at Salt Lake in Utah ."
+    row = _toy_row(text, [("Jeff", "Jeff Pain", Q_TEAM), ("Salt", "Salt Lake", Q_SITE)])
+    doc = P.prepare_doc(tok, row)
+    ids, (t1, t2), o = doc.ids, sorted(doc.gold_reads), tok.convert_tokens_to_ids("({")
+    replies = {Q_TEAM[0]: ["Jeff Pain", "Bob"], Q_SITE[0]: ["Salt Lake"]}
+
+    def lookup(queries):
+        return [e for q in queries for e in replies[tuple(q)]]
+
+    setup = P.ReadSetup(memory="m", positions="gold", mix=True)
+    with mock.patch.object(P, "read_query", _scripted_query([Q_TEAM, Q_SITE])):
+        ref = P.reference_doc(model, tok, doc, setup, lookup)
+    with mock.patch.object(P, "read_query", _scripted_query([Q_TEAM, Q_SITE])):
+        fast = P.fast_doc(model, tok, doc, setup, lookup)
+
+    def branch(t, q):
+        return tok(format_memllm_read_query([q]) + format_memllm_read_reply(replies[q]))["input_ids"]
+
+    want, p = np.full(len(ids), np.nan), {}
+    for t in range(1, t1):  # before the first read: plain, "({" not masked
+        want[t] = -math.log(model.probs(ids[:t])[ids[t]])
+    p[t1] = float(model.probs(ids[:t1])[o])
+    for k, (a, b, q) in enumerate([(t1, t2, Q_TEAM[0]), (t2, len(ids), Q_SITE[0])]):
+        call = branch(a, q)
+        for t in range(a, b + (k == 0)):
+            pm, pp = model.probs(ids[:a] + call + ids[a:t]), model.probs(ids[:t])
+            if t == b:  # the next read's p: P("({") of both branches, mixed
+                p[b] = float(p[a] * pm[o] + (1 - p[a]) * pp[o])
+                break
+            no_read = pp[ids[t]] / (1 - pp[o]) if t == a else pp[ids[t]]  # no call opens at the read point
+            want[t] = -math.log(p[a] * pm[ids[t]] + (1 - p[a]) * no_read)
+    for res in (ref, fast):
+        assert np.allclose(res.nll, want, equal_nan=True, atol=1e-5)
+        assert res.p_open == pytest.approx(p) and len(res.reads) == 2
+    # a read with no result leaves the no-read branch only, "({" masked at its read point
+    with mock.patch.object(P, "read_query", _scripted_query([None, Q_SITE])):
+        failed = P.fast_doc(model, tok, doc, setup, lookup)
+    pp = model.probs(ids[:t1])
+    assert failed.nll[t1] == pytest.approx(-math.log(pp[ids[t1]] / (1 - pp[o])), abs=1e-5)
+    assert failed.p_open[t2] == pytest.approx(float(model.probs(ids[:t2])[o]))
+
+
+def _toy_results(rng, n_docs, shift=0.0):
+    docs, res = [], []
+    for _ in range(n_docs):
+        n = int(rng.integers(5, 12))
+        docs.append(P.EvalDoc([0] * n, [(i, i + 1) for i in range(n)], {}, [], [], [[1, 2], [n - 1]], [[3]]))
+        res.append(P.DocResult(np.concatenate([[np.nan], rng.gamma(2.0, 1.0, n - 1) + shift])))
+    return docs, res
+
+
+def test_paired_bootstrap_intervals():
+    rng = np.random.default_rng(1)
+    docs, a = _toy_results(rng, 40)
+    b = [P.DocResult(r.nll - 0.3 + 0.1 * rng.standard_normal(len(r.nll))) for r in a]  # b lower by ~0.3
+    for metric in ("OVERALL", "TARGET", "ENTITY"):
+        diff, lo, hi = P.paired_bootstrap(docs, a, b, metric, n=500, seed=3)
+        sa, sb = P.aggregate(docs, a), P.aggregate(docs, b)
+        assert diff == pytest.approx(getattr(sa, metric.lower()) - getattr(sb, metric.lower()))
+        assert lo <= diff <= hi and lo > 0  # the point difference inside, the ordering resolved
+        assert (diff, lo, hi) == P.paired_bootstrap(docs, a, b, metric, n=500, seed=3)  # deterministic given seed
+        assert P.paired_bootstrap(docs, a, a, metric, n=200, seed=0) == (0.0, 0.0, 0.0)
+    names = [P.PAPER_CLAIMS[1][0], P.PAPER_CLAIMS[1][1]]
+    table = P.claim_intervals(docs, {names[0]: a, names[1]: b}, n=200)
+    assert [r["metric"] for r in table] == ["OVERALL", "TARGET", "ENTITY"]
+    assert all(r["holds at 95%"] == "yes" and r["paper a - b"] > 0 for r in table)
+    assert P.claim_intervals(docs, {names[0]: b, names[1]: a}, n=200)[0]["holds at 95%"] == "reversed"
+
+
+def test_paper_table1_is_the_papers():
+    assert len(P.PAPER_TABLE1) == 11 and P.PAPER_TABLE1["⑨ gold target only"] == (1.535, 0.337, 1.124)
+    assert P.PAPER_TABLE1["#1 base model"] == (1.774, 1.180, 1.420)
+    assert P.PAPER_TABLE1["④ ③ + gold positions and queries"] == (1.578, 0.786, 1.287)
+    assert set(P.TABLE1_ROWS) - set(P.PAPER_TABLE1) == {"⑤′ model-chosen positions (argmax)"}
+    assert all(a in P.TABLE1_ROWS and b in P.TABLE1_ROWS for a, b in P.PAPER_CLAIMS)

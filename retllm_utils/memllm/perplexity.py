@@ -3,38 +3,57 @@ the memory.
 
 A document is scored as one token sequence D (its plain text, tokens joined by spaces as `docred` builds it,
 tokenized in pieces cut before each gold read word, so every gold read point is a token boundary). Token t
-(t >= 1) is scored given the current context. With reads, a read at boundary p makes the context
+(t >= 1) is scored given the current context. A read at boundary p that succeeds makes the context
 
     D[:p] + "({MEM_READ(q1;q2)-->" + "e1, e2})"   and the tokens D[p], D[p+1], ... are scored after it,
 
-until the next read replaces it (earlier calls are removed from the context, as in the paper). The call and
-the memory's reply are tokenized as pieces of their own, as `training.tokenize_with_spans` cuts training
+until the next read point. Every read starts from the plain pretext D[:p]: the call in context is removed first
+(§3.2.2), and a read that fails (no valid query, no result, or the same queries as the call in context) leaves no
+call at all: the text continues from the plain pretext, as the official code scores every segment from it. The call
+and the memory's reply are tokenized as pieces of their own, as `training.tokenize_with_spans` cuts training
 examples and `generation` decodes, and the text after a call keeps its leading space (" artist"), as the read
 training rows do (`examples` module doc), so every Table 1 row scores the same tokens D[1:].
 
-Where reads happen (`ReadSetup.positions`): "none"; "gold" (the dev set's read points); "model": at every
-boundary where the model's top next token is "({" (the call opener) in the current context. The query is the
-model's greedy continuation of D[:p] + "({MEM_READ(" up to ")-->" (`queries="model"`: `generation.read_query`, the
-controller's decoder too), or the gold queries.
-A read that yields no valid query, no result, or the same queries as the call in context changes nothing (the
-official code skips such reads too). Text tokens are scored with the "({" logit removed (`mask_open`), as the
-official evaluation does where reads are disabled or fixed: the mass a read model puts on opening a call is not
-a text prediction. Metrics as the official evaluate_v4_mistral.py: OVERALL = summed NLL / scored tokens of all
-documents, TARGET = mean over gold read targets of the mean NLL of the target's tokens, ENTITY = the same over
-every entity mention. The paper prints these mean token NLLs and calls them "PPL"; `Scores` gives both the NLL
-and exp(NLL) (a real perplexity), labelled.
+Gold read points (`prepare_doc`): consecutive points that ask the same gold queries are one read point, at the first
+one's position, whose targets are all of theirs (the official eval builder merges them so); TARGET still averages
+over every original target span.
 
-Two evaluators with one definition: `reference_doc` re-runs the model on the whole context at every token
-(slow, as the paper's code scores; used by tests), `fast_doc` runs one teacher-forced pass over D and, at each
-read, branches from a cropped copy of the prefix's KV cache (transformers DynamicCache), feeding the call, the
-reply and the following tokens in chunks; its query decoding is a `generation.ModelStep` on that cropped cache.
-They agree to float tolerance (tests: 1e-4 in mean NLL).
+Where reads happen (`ReadSetup.positions`): "none"; "gold" (the dev set's read points); "model": at every boundary
+where the model's top next token is "({" (the call opener) in the current context (the kit's argmax policy, row ⑤′).
+The query is the model's greedy continuation of D[:p] + "({MEM_READ(" up to ")-->" (`queries="model"`:
+`generation.read_query`, the controller's decoder too), or the gold queries. The reply holds at most 30 results
+(`MAX_RESULTS`, as the official code truncates), plus the gold targets where the row adds them.
+
+Rows ③ and ⑤ as the official evaluation defines them (`ReadSetup.mix`, official `p_branching`): reads at the gold
+positions, each weighted by the model's own probability of opening a call there. With read points t_1 < t_2 < ...,
+every scored token x at a position i in [t_k, t_{k+1}) (the segment after read point k, up to the next one) gets
+
+    NLL(i) = -log( p_k * p(x | D[:t_k] + call_k + reply_k + D[t_k:i]) + (1 - p_k) * p(x | D[:i]) ),
+
+where p_k = P("({") at t_k. p_1 is taken in the plain context D[:t_1]; later p_k mix the two branches' P("({") at t_k
+with the previous weight, p_k = p_{k-1} P("({" | read branch) + (1 - p_{k-1}) P("({" | D[:t_k]), as the official code
+scores "({" at the end of each segment with the mixed loss and takes p from it (our reading of the official code;
+the paper gives no formula). A read that fails leaves only the no-read branch: NLL(i) = -log p(x | D[:i]), and the
+next p is P("({" | D[:t_{k+1}]). Tokens before t_1 are scored in the plain context.
+
+Masking "({" (its logit removed before the softmax), as the official code: in every row without `mix` (memory
+disabled, gold positions) every text token is scored with "({" masked: where the read decision is fixed, the mass a
+read model puts on opening a call is not a text prediction. The argmax row masks it too (reads follow the argmax,
+so a text token is scored given that no call opens). In the `mix` rows nothing is masked (the mass on "({" at other
+positions stays a loss, as in the official code) except the first token of the no-read branch at a read point,
+which is conditioned on not opening the call there. `mask_open=True/False` overrides the row's choice (tests).
+
+Two evaluators with one definition: `reference_doc` re-runs the model on the whole context at every token (the
+plain and the read branch both, in `mix` rows; slow, as the paper's code scores; used by tests), `fast_doc` runs
+one teacher-forced pass over D and, at each read, branches from a cropped copy of the prefix's KV cache
+(transformers DynamicCache), feeding the call, the reply and the following tokens in chunks; its query decoding is
+a `generation.ModelStep` on that cropped cache. They agree to float tolerance (tests: 1e-4 in mean NLL). Metrics,
+the paper's numbers and bootstrap intervals: `table1`.
 """
 
 from __future__ import annotations
 
 import copy
-import math
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
@@ -44,6 +63,7 @@ import torch
 
 from ..api import Triple, format_memllm_read_query, format_memllm_read_reply
 from .generation import OPEN, ModelStep, Step, piece, read_query, token_id
+from .table1 import PAPER_CLAIMS, PAPER_TABLE1, Scores, aggregate, claim_intervals, paired_bootstrap
 
 __all__ = [
     "EvalDoc",
@@ -52,21 +72,22 @@ __all__ = [
     "Scores",
     "TABLE1_ROWS",
     "PAPER_TABLE1",
+    "PAPER_CLAIMS",
+    "MAX_RESULTS",
     "prepare_doc",
     "reference_doc",
     "fast_doc",
     "plain_pass",
     "evaluate",
     "aggregate",
+    "paired_bootstrap",
+    "claim_intervals",
     "memory_lookup",
     "OPEN",
 ]
 
 Lookup = Callable[[Sequence[Triple]], list]
-
-# MemLLM Table 1 (Mistral-7B, Re-DocRED dev): still empty, to be filled from the paper (a later task) as
-# {row: (OVERALL, TARGET, ENTITY)}; notebook 06 prints them beside ours, "n/a" while missing.
-PAPER_TABLE1: dict[str, tuple[float, float, float] | None] = {}
+MAX_RESULTS = 30  # results a reply holds (official perplexity_eval: list(set(results))[:30])
 
 
 @dataclass(frozen=True)
@@ -78,6 +99,7 @@ class ReadSetup:
     positions: str = "none"  # "none" | "model" (top token is "({") | "gold" (dev read points)
     queries: str = "model"  # "model" (generated) | "gold"
     results: str = "memory"  # "memory" | "memory+target" (gold target added) | "target" (gold target only)
+    mix: bool = False  # gold reads weighted by p = P("({") (official p_branching; rows ③ and ⑤)
 
     def __post_init__(self) -> None:
         if (
@@ -87,19 +109,25 @@ class ReadSetup:
             or self.model not in ("base", "read")
         ):
             raise ValueError(f"bad ReadSetup {self}")
-        if self.positions != "gold" and (self.queries == "gold" or self.results != "memory"):
-            raise ValueError("gold queries and gold targets exist only at gold read positions")
+        if self.positions != "gold" and (self.queries == "gold" or self.results != "memory" or self.mix):
+            raise ValueError("gold queries, gold targets and branch mixing exist only at gold read positions")
         if self.positions != "none" and self.results != "target" and self.memory is None:
             raise ValueError("reads need a memory (or results='target')")
 
+    @property
+    def mask_open(self) -> bool:
+        """The official masking: "({" is removed from every text prediction except in the branch-mixing rows."""
+        return not self.mix
 
-# The rows of MemLLM Table 1, in the paper's order.
+
+# The rows of MemLLM Table 1, in the paper's order (① and ②, Wikipedia memories, are not built here), plus ⑤′.
 TABLE1_ROWS: dict[str, ReadSetup] = {
     "#1 base model": ReadSetup(model="base"),
     "#2 read model, memory disabled": ReadSetup(),
-    "③ MW[dev] memory": ReadSetup(memory="mw_dev", positions="model"),
+    "③ MW[dev] memory": ReadSetup(memory="mw_dev", positions="gold", mix=True),
     "④ ③ + gold positions and queries": ReadSetup(memory="mw_dev", positions="gold", queries="gold"),
-    "⑤ gold dev triples": ReadSetup(memory="gold_dev", positions="model"),
+    "⑤ gold dev triples": ReadSetup(memory="gold_dev", positions="gold", mix=True),
+    "⑤′ model-chosen positions (argmax)": ReadSetup(memory="gold_dev", positions="model"),  # ours, not the paper's
     "⑥ ⑤ + gold positions": ReadSetup(memory="gold_dev", positions="gold"),
     "⑦ ⑥ + gold queries": ReadSetup(memory="gold_dev", positions="gold", queries="gold"),
     "⑧ ⑦ + gold target added": ReadSetup(memory="gold_dev", positions="gold", queries="gold", results="memory+target"),
@@ -115,16 +143,32 @@ class EvalDoc:
     offsets: list[tuple[int, int]]
     gold_reads: dict[int, int]  # token index of a gold read point -> its index in `queries` / `targets`
     queries: list[list[Triple]]
-    targets: list[list[str]]
-    target_tokens: list[list[int]]  # per gold read: its target's tokens (scored ones only)
+    targets: list[list[str]]  # per gold read point: every target it answers (all of a merged point's)
+    target_tokens: list[list[int]]  # per original gold target span, in reading order: its tokens (scored ones only)
     entity_tokens: list[list[int]]  # per entity mention
     doc_idx: int = 0
 
 
+def _merged_points(row: Mapping[str, Any]) -> list[dict]:
+    """Gold read points in reading order; consecutive ones asking the same queries fold into the first (idempotent)."""
+    spans_all = row.get("read_target_spans_all") or [[s] for s in row["read_target_spans"]]
+    points: list[dict] = []
+    for k in sorted(range(len(row["read_chars"])), key=lambda k: row["read_chars"][k]):
+        c, qs = row["read_chars"][k], [Triple(*q) for q in row["read_queries"][k]]
+        prev = points[-1] if points else None
+        if prev is not None and (prev["char"] == c or set(prev["queries"]) == set(qs)):
+            prev["queries"] += [q for q in qs if q not in prev["queries"]]  # same position: one call asks all
+            prev["targets"] += [t for t in row["read_targets"][k] if t not in prev["targets"]]
+            prev["spans"] += [list(s) for s in spans_all[k]]
+            continue
+        points.append({"char": c, "queries": qs, "targets": list(row["read_targets"][k]), "spans": spans_all[k]})
+    return points
+
+
 def prepare_doc(tokenizer: Any, row: Mapping[str, Any], max_tokens: int | None = None) -> EvalDoc:
     """Tokenize a `docs_dev` row in pieces cut before each gold read word; `max_tokens` truncates (for tests)."""
-    text = row["text"]
-    cuts = sorted({0, len(text), *(c - 1 for c in row["read_chars"] if c > 0)})
+    text, points = row["text"], _merged_points(row)
+    cuts = sorted({0, len(text), *(p["char"] - 1 for p in points if p["char"] > 0)})
     ids, offsets = [], []
     for a, b in zip(cuts, cuts[1:]):
         enc = tokenizer(text[a:b], add_special_tokens=False, return_offsets_mapping=True)
@@ -138,18 +182,16 @@ def prepare_doc(tokenizer: Any, row: Mapping[str, Any], max_tokens: int | None =
         return [i for i, (s, e) in enumerate(offsets) if i >= 1 and s < b and e > a]
 
     gold, queries, targets, target_tokens = {}, [], [], []
-    for k, c in enumerate(row["read_chars"]):
-        t = start.get(c - 1 if c > 0 else 0)
+    for p in points:
+        t = start.get(p["char"] - 1 if p["char"] > 0 else 0)
         if t is None or t == 0:
             continue  # a read at the very first token has no context; one cut off by max_tokens is dropped
         gold[t] = len(queries)
-        queries.append([Triple(*q) for q in row["read_queries"][k]])
-        targets.append(list(row["read_targets"][k]))
-        target_tokens.append(tokens(*row["read_target_spans"][k]))
+        queries.append(p["queries"])
+        targets.append(p["targets"])
+        target_tokens += [tokens(*s) for s in p["spans"]]
     entity_tokens = [tt for a, b, _ in row["mention_spans"] if (tt := tokens(a, b))]
-    return EvalDoc(
-        ids, offsets, gold, queries, targets, [tt for tt in target_tokens], entity_tokens, int(row.get("doc_idx", 0))
-    )
+    return EvalDoc(ids, offsets, gold, queries, targets, target_tokens, entity_tokens, int(row.get("doc_idx", 0)))
 
 
 @dataclass
@@ -157,9 +199,10 @@ class DocResult:
     """One document's token NLLs (NaN at token 0, which has no context) and the reads that were made."""
 
     nll: np.ndarray
-    reads: list[dict] = field(default_factory=list)  # {"t", "queries", "results"} per read made
-    attempts: int = 0  # read points met (model's or gold), including reads that changed nothing
+    reads: list[dict] = field(default_factory=list)  # {"t", "queries", "results"} per read that put a call in context
+    attempts: int = 0  # read points met (model's or gold), including reads that failed
     seconds: float = 0.0
+    p_open: dict[int, float] = field(default_factory=dict)  # `mix` rows: read point -> the weight p of its read
 
 
 def memory_lookup(memory: Any) -> Lookup:
@@ -168,34 +211,34 @@ def memory_lookup(memory: Any) -> Lookup:
 
 
 # ------------------------------------------------------------------------------------------------ shared pieces
-def _score(
-    logits: torch.Tensor, targets: Sequence[int], open_id: int, mask_open: bool
-) -> tuple[np.ndarray, np.ndarray]:
-    """(NLL of each target with "({" masked out if asked, argmax of the unmasked logits) for rows of logits."""
-    logits = logits.float()
-    top = logits.argmax(-1)
-    if mask_open:
-        logits = logits.clone()
-        logits[:, open_id] = -torch.inf
-    logp = torch.log_softmax(logits, dim=-1)
-    tgt = torch.as_tensor(list(targets), device=logits.device)
-    return (-logp[torch.arange(len(tgt), device=logits.device), tgt]).cpu().numpy().astype(
-        np.float64
-    ), top.cpu().numpy()
+def _stats(logits: torch.Tensor, targets: Sequence[int], open_id: int) -> np.ndarray:
+    """Per row of logits: [NLL of the target, its NLL with "({" masked, P("({"), argmax] (float64, shape (k, 4))."""
+    out = []
+    for i in range(0, len(targets), 256):  # in slices: the masked copy of a long document's logits is large
+        lg = logits[i : i + 256].float()
+        tgt = torch.as_tensor(list(targets[i : i + 256]), device=lg.device)
+        lse = torch.logsumexp(lg, -1)
+        masked = lg.clone()
+        masked[:, open_id] = -torch.inf
+        lx = lg[torch.arange(len(tgt), device=lg.device), tgt]
+        nll_masked = torch.where(tgt == open_id, torch.inf, torch.logsumexp(masked, -1) - lx)
+        p_open = torch.exp(lg[:, open_id] - lse)
+        out.append(torch.stack([lse - lx, nll_masked, p_open, lg.argmax(-1).float()], 1).cpu().numpy())
+    return np.concatenate(out).astype(np.float64) if out else np.zeros((0, 4))
 
 
 def _answer(setup: ReadSetup, queries: list[Triple], lookup: Lookup | None, targets: list[str]) -> list[str]:
     """What the memory (or the gold target) answers a read with, per the row's setting."""
     if setup.results == "target":
         return list(dict.fromkeys(targets))
-    res = list(dict.fromkeys(lookup(queries))) if lookup is not None and queries else []
+    res = list(dict.fromkeys(lookup(queries)))[:MAX_RESULTS] if lookup is not None and queries else []
     if setup.results == "memory+target":
         res += [t for t in targets if t not in res]
     return res
 
 
 class _Reads:
-    """The read decisions both evaluators share: where a read is tried, its queries, its answer, if it counts."""
+    """What both evaluators share: where a read is tried, its queries and answer, and how a token is scored."""
 
     def __init__(
         self,
@@ -205,16 +248,23 @@ class _Reads:
         lookup: Lookup | None,
         max_query_tokens: int,
         open_token: str,
+        mask_open: bool | None,
     ):
         self.tok, self.doc, self.setup, self.lookup, self.max_new = tokenizer, doc, setup, lookup, max_query_tokens
-        self.open_id = token_id(tokenizer, open_token)  # model-chosen reads need it to be one token
-        self.active: list[Triple] | None = None
+        self.open_id = token_id(tokenizer, open_token)  # model-chosen reads and p need it to be one token
+        self.mask = setup.mask_open if mask_open is None else mask_open
+        self.active: list[Triple] | None = None  # the queries of the call in context
+        self.w = 1.0  # the weight of the read branch in context (`mix`: its p)
         self.result = DocResult(np.full(len(doc.ids), np.nan))
 
     def wanted(self, t: int, top: int) -> bool:
         if self.setup.positions == "gold":
             return t in self.doc.gold_reads
         return self.setup.positions == "model" and top == self.open_id
+
+    def p_open(self, plain: np.ndarray, branch: np.ndarray | None) -> float:
+        """P("({") at a read point: in the plain context, or mixed over the branches with the current weight."""
+        return float(plain[2] if branch is None else self.w * branch[2] + (1 - self.w) * plain[2])
 
     def query(self, t: int, step: Step) -> tuple[list[Triple] | None, list[int]]:
         if self.setup.queries == "gold":
@@ -223,18 +273,35 @@ class _Reads:
         q = read_query(step, self.tok, max_new_tokens=self.max_new)
         return q.queries, q.ids
 
-    def answer(self, t: int, queries: list[Triple] | None) -> list[int] | None:
-        """Reply ids if this read changes the context, else None."""
+    def answer(self, t: int, queries: list[Triple] | None, p: float = 1.0) -> list[int] | None:
+        """Reply ids if this read puts a call in context, else None (the read failed: no call stays in context)."""
         self.result.attempts += 1
-        if not queries or queries == self.active:
-            return None
+        if self.setup.mix:
+            self.result.p_open[t] = p
+            self.active = None  # each branch starts from the plain pretext: no call is in context at a read
+        # a repeated query fails (as the official inference loop skips it; its perplexity_eval re-issues it)
         k = self.doc.gold_reads.get(t)
-        results = _answer(self.setup, queries, self.lookup, self.doc.targets[k] if k is not None else [])
+        ok = bool(queries) and queries != self.active
+        results = _answer(self.setup, queries, self.lookup, self.doc.targets[k] if k is not None else []) if ok else []
         if not results:
+            self.active = None
             return None
-        self.active = queries
+        self.active, self.w = queries, p if self.setup.mix else 1.0
         self.result.reads.append({"t": t, "queries": [list(q) for q in queries], "results": results})
         return piece(self.tok, format_memllm_read_reply(results))
+
+    def nll(self, t: int, plain: np.ndarray | None, branch: np.ndarray | None) -> float:
+        """Token t's NLL from its plain-context and read-branch stats (module doc: masking and mixing)."""
+        if branch is None or self.setup.mix:
+            at_read = self.setup.mix and t in self.doc.gold_reads  # the no-read branch: no call opens here
+            q0 = plain[1] if self.mask or at_read else plain[0]
+            if branch is None:
+                return float(q0)
+        q1 = branch[1] if self.mask else branch[0]
+        if not self.setup.mix:
+            return float(q1)
+        with np.errstate(divide="ignore"):
+            return float(-np.logaddexp(np.log(self.w) - q1, np.log1p(-self.w) - q0))
 
 
 def _forward(model: Any, ids: list[int], cache: Any = None) -> tuple[torch.Tensor, Any]:
@@ -251,34 +318,43 @@ def reference_doc(
     setup: ReadSetup,
     lookup: Lookup | None = None,
     *,
-    mask_open: bool = True,
+    mask_open: bool | None = None,
     max_query_tokens: int = 64,
     open_token: str = OPEN,
 ) -> DocResult:
-    """Token by token: at every position the whole current context is run again (no cache). Slow; the definition."""
+    """Token by token: at every position each context the row needs is run again (no cache). Slow; the definition."""
     t0 = time.perf_counter()
-    r = _Reads(tokenizer, doc, setup, lookup, max_query_tokens, open_token)
-    ids, ctx = doc.ids, doc.ids[:1]
+    r = _Reads(tokenizer, doc, setup, lookup, max_query_tokens, open_token, mask_open)
+    ids = doc.ids
+    call: tuple[int, list[int]] | None = None  # (read point, call + reply) in context
 
-    def last(context: list[int]) -> torch.Tensor:
-        return model(input_ids=torch.tensor([context], device=model.device), logits_to_keep=1).logits[0, -1:]
+    def stats(context: list[int], t: int) -> np.ndarray:
+        logits = model(input_ids=torch.tensor([context], device=model.device), logits_to_keep=1).logits[0, -1:]
+        return _stats(logits, [ids[t]], r.open_id)[0]
+
+    def branch(t: int) -> np.ndarray | None:
+        return None if call is None else stats(ids[: call[0]] + call[1] + ids[call[0] : t], t)
 
     for t in range(1, len(ids)):
-        logits = last(ctx)
-        if r.wanted(t, int(logits[0].argmax())):
+        # at a gold read the old branch matters only for p: the read replaces the context, succeeding or not
+        b = None if setup.positions == "gold" and t in doc.gold_reads and not setup.mix else branch(t)
+        plain = stats(ids[:t], t) if b is None or setup.mix else None
+        if r.wanted(t, int((plain if b is None else b)[3])):
+            p = r.p_open(plain, b) if setup.mix else 1.0
             gen: list[int] = []
 
             def step(new: list[int]) -> torch.Tensor:
                 gen.extend(new)
-                return last(ids[:t] + gen)[0]
+                return model(input_ids=torch.tensor([ids[:t] + gen], device=model.device), logits_to_keep=1).logits[
+                    0, -1
+                ]
 
-            queries, call = r.query(t, step)
-            reply = r.answer(t, queries)
-            if reply is not None:
-                ctx = ids[:t] + call + reply
-                logits = last(ctx)
-        r.result.nll[t] = _score(logits, [ids[t]], r.open_id, mask_open)[0][0]
-        ctx = ctx + [ids[t]]
+            queries, call_ids = r.query(t, step)
+            reply = r.answer(t, queries, p)
+            call = None if reply is None else (t, call_ids + reply)
+            b = branch(t)
+            plain = stats(ids[:t], t) if plain is None and (b is None or setup.mix) else plain
+        r.result.nll[t] = r.nll(t, plain, b)
     r.result.seconds = time.perf_counter() - t0
     return r.result
 
@@ -291,62 +367,63 @@ def fast_doc(
     setup: ReadSetup,
     lookup: Lookup | None = None,
     *,
-    mask_open: bool = True,
+    mask_open: bool | None = None,
     max_query_tokens: int = 64,
     chunk: int = 32,
     open_token: str = OPEN,
 ) -> DocResult:
     """One teacher-forced pass over D; at each read a branch from a cropped copy of the prefix's KV cache.
 
-    A branch feeds the call, the reply and then the document's tokens in chunks of `chunk` (model-chosen
-    positions: the next read is only known once the branch's own logits are seen) or up to the next gold read.
+    A branch feeds the call, the reply and then the document's tokens up to the next gold read (in `mix` rows one
+    token more: the next read's p needs the branch's P("({") there), or in chunks of `chunk` at model-chosen
+    positions, where the next read is only known once the branch's own logits are seen.
     """
     t0 = time.perf_counter()
-    r = _Reads(tokenizer, doc, setup, lookup, max_query_tokens, open_token)
+    r = _Reads(tokenizer, doc, setup, lookup, max_query_tokens, open_token, mask_open)
     ids, n = doc.ids, len(doc.ids)
     if n < 2:
         return r.result
     logits, plain_cache = _forward(model, ids)
-    plain_nll, plain_top = _score(logits[:-1], ids[1:], r.open_id, mask_open)  # row t-1 predicts ids[t]
+    plain = np.vstack([np.full((1, 4), np.nan), _stats(logits[:-1], ids[1:], r.open_id)])  # plain[t]: ids[t]'s
     del logits
     gold_after = sorted(doc.gold_reads)
-    # the current context: (p, nll, top, cache, fed) with nll[i] / top[i] for predicting ids[p + i]; p None: plain
-    br: dict[str, Any] = {"p": None}
+    br: dict[str, Any] | None = None  # the read in context: p (its point), rows (stats from p on), cache, fed
 
-    def row(t: int) -> tuple[float, int]:
-        if br["p"] is None:
-            return plain_nll[t - 1], plain_top[t - 1]
-        i = t - br["p"]
-        while i >= len(br["nll"]):  # feed the next stretch of the document into the branch
-            a = br["p"] + br["fed"]
-            nxt_gold = next((g for g in gold_after if g > t), n) if setup.positions == "gold" else t + chunk
-            b = min(n - 1, max(t, nxt_gold - 1))
+    def upto(t: int) -> int:
+        """The last position whose stats a branch fed from t must hold."""
+        if setup.positions != "gold":
+            return min(n - 1, t + chunk)
+        nxt = next((g for g in gold_after if g > t), n)
+        return min(n - 1, max(t, nxt if setup.mix else nxt - 1))
+
+    def row(t: int) -> np.ndarray:
+        while t - br["p"] >= len(br["rows"]):  # model-chosen positions: feed the next stretch of the document
+            a, b = br["p"] + br["fed"], upto(t)
             lg, br["cache"] = _forward(model, ids[a:b], br["cache"])
-            nl, tp = _score(lg, ids[a + 1 : b + 1], r.open_id, mask_open)
-            br["nll"], br["top"] = np.concatenate([br["nll"], nl]), np.concatenate([br["top"], tp])
+            br["rows"] = np.vstack([br["rows"], _stats(lg, ids[a + 1 : b + 1], r.open_id)])
             br["fed"] = b - br["p"]
-        return br["nll"][i], br["top"][i]
+        return br["rows"][t - br["p"]]
 
     for t in range(1, n):
-        # gold (or no) positions: decide before computing this position's logits, which a new read replaces
-        if r.wanted(t, int(row(t)[1]) if setup.positions == "model" else -1):
+        skip = br is None or setup.positions == "gold" and t in doc.gold_reads and not setup.mix  # as the reference
+        b = None if skip else row(t)
+        if r.wanted(t, int((plain[t] if b is None else b)[3]) if setup.positions == "model" else -1):
+            p = r.p_open(plain[t], b) if setup.mix else 1.0
             cache = copy.deepcopy(plain_cache)
             cache.crop(t - cache.get_seq_length())  # negative: tokens to drop (transformers >= 4.3x accept this)
             step = ModelStep(model, cache, last_logits_only=False)
             queries, call = r.query(t, step)
-            reply = r.answer(t, queries)
+            reply = r.answer(t, queries, p)
+            br = b = None
             if reply is not None:
-                if setup.queries == "gold":  # nothing of the call was fed yet
-                    pending = call + reply
-                else:  # the generated call is in the cache but for its last token
-                    pending = call[-1:] + reply
-                cache = step.cache
-                nxt_gold = next((g for g in gold_after if g > t), n) if setup.positions == "gold" else t + chunk
-                b = min(n - 1, max(t, nxt_gold - 1))
-                lg, cache = _forward(model, pending + ids[t:b], cache)
-                nl, tp = _score(lg[len(pending) - 1 :], ids[t : b + 1], r.open_id, mask_open)
-                br.update(p=t, nll=nl, top=tp, cache=cache, fed=b - t)
-        r.result.nll[t] = row(t)[0]
+                # gold queries: nothing of the call was fed yet; generated: all of it but its last token
+                pending = call + reply if setup.queries == "gold" else call[-1:] + reply
+                m = upto(t)
+                lg, cache = _forward(model, pending + ids[t:m], step.cache)
+                br = {"p": t, "rows": _stats(lg[len(pending) - 1 :], ids[t : m + 1], r.open_id), "cache": cache}
+                br["fed"] = m - t
+                b = br["rows"][0]
+        r.result.nll[t] = r.nll(t, plain[t], b)
     r.result.seconds = time.perf_counter() - t0
     return r.result
 
@@ -357,58 +434,6 @@ def plain_pass(model: Any, doc: EvalDoc) -> float:
     t0 = time.perf_counter()
     model(input_ids=torch.tensor([doc.ids], device=model.device))
     return time.perf_counter() - t0
-
-
-# ------------------------------------------------------------------------------------------------ metrics
-@dataclass
-class Scores:
-    """OVERALL / TARGET / ENTITY mean token NLL (the paper's "PPL") over documents, and what was read."""
-
-    overall: float
-    target: float
-    entity: float
-    n_tokens: int
-    n_targets: int
-    n_entities: int
-    n_reads: int
-    n_attempts: int
-    seconds: float
-
-    def row(self) -> dict[str, float]:
-        """A table row: the NLLs the paper prints as "PPL", their exp (true perplexity), and counts."""
-        return {
-            "OVERALL NLL": self.overall,
-            "TARGET NLL": self.target,
-            "ENTITY NLL": self.entity,
-            "OVERALL exp(NLL)": math.exp(self.overall),
-            "TARGET exp(NLL)": math.exp(self.target),
-            "ENTITY exp(NLL)": math.exp(self.entity),
-            "reads": self.n_reads,
-            "read points": self.n_attempts,
-            "seconds": self.seconds,
-        }
-
-
-def aggregate(docs: Sequence[EvalDoc], results: Sequence[DocResult]) -> Scores:
-    """Official aggregation: OVERALL pooled over tokens; TARGET and ENTITY mean of per-span means."""
-    total, count, tgt, ent = 0.0, 0, [], []
-    for d, r in zip(docs, results):
-        total += float(np.nansum(r.nll))
-        count += int(np.sum(~np.isnan(r.nll)))
-        tgt += [float(np.mean(r.nll[tt])) for tt in d.target_tokens if tt]
-        ent += [float(np.mean(r.nll[tt])) for tt in d.entity_tokens if tt]
-    nan = float("nan")
-    return Scores(
-        total / count if count else nan,
-        float(np.mean(tgt)) if tgt else nan,
-        float(np.mean(ent)) if ent else nan,
-        count,
-        len(tgt),
-        len(ent),
-        sum(len(r.reads) for r in results),
-        sum(r.attempts for r in results),
-        sum(r.seconds for r in results),
-    )
 
 
 def evaluate(
