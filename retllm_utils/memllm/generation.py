@@ -19,8 +19,8 @@ loops, e.g. "X>>date of death>>2002;X>>date of death>>2002;..." until the token 
   stopping: a small model repeats its last triple right after the first suppressed "})", so decoding ended with one
   cut point, where greedy decoding stops (in an earlier version of this kit late stopping wrote exactly what greedy
   decoding wrote). K repeats bound the cost of a loop as K cut points bound late stopping itself, and no repeated
-  triple reaches the call: repeats are removed from every decoded call (`WriteCall.text`), so a looping stretch
-  before the best cut adds nothing.
+  triple reaches the call: repeated triples are removed from every decoded call (`WriteCall.text`), so a looping
+  stretch before the best cut adds nothing.
 - a call still open when decoding ends keeps its complete triples (the text up to its last ";").
 `WriteCall.end` says how the call ended (`WRITE_ENDS`): "late stop" when late stopping recorded a cut point and cut
 the call at its best (whatever ended decoding), else "closed" by the model's "})", "repeat", "limit" (token limit or
@@ -175,9 +175,15 @@ def _parts(body: str) -> list[str]:
 
 
 def _unique(body: str) -> str:
-    """`body` with every part that repeats an earlier one removed: a call never stores a triple twice."""
-    seen: set[str] = set()
-    keep = [p for p in _parts(body) if not (p.strip() in seen or seen.add(p.strip()))]
+    """`body` without triples that repeat an earlier one: a call never holds a triple twice (other parts are kept
+    as written, for the parser to report)."""
+    keep, seen = [], set()
+    for p in _parts(body):
+        key = tuple(t.strip() for t in re.split(r"(?<!\\)>>", p))
+        if len(key) == 3 and key in seen:
+            continue
+        seen.add(key)
+        keep.append(p)
     return ";".join(keep)
 
 
