@@ -1,4 +1,4 @@
-"""Re-DocRED as the MemLLM data modules read it: file checks, canonical names, lookups, moved names still importable."""
+"""Re-DocRED as the MemLLM data modules read it: file checks, canonical names, lookups, the cached embedder."""
 
 import json
 
@@ -49,4 +49,29 @@ def test_results_from_a_triple_memory(corpus):
     lookup = triple_memory_lookup(mem)
     assert lookup(Triple("Loud Tour", "performer", "")) == ["Rihanna"]
     rows = read_examples(doc, rn, lookup, results_source="memory")
-    assert rows and all(r["results_source"] == "memory" and r["results"] for r in rows)
+    assert rows and all(r["results_source"] == "memory" for r in rows)
+    # the official code's filling: an empty reply becomes the target (off by default: replies stay realistic)
+    filled = read_examples(doc, rn, lookup, results_source="memory", fill_empty_with_target=True)
+    assert all(r["results"] for r in filled)
+    assert [r["results"] or r["targets"][:1] for r in rows] == [r["results"] for r in filled]
+
+
+def test_cached_embedder_encodes_each_phrase_once():
+    """The cache returns the wrapped embedder's vectors and asks it only for phrases it has not seen."""
+    import numpy as np
+
+    from retllm_utils.memllm.docred import CachedEmbedder
+    from retllm_utils.models import NgramEmbedder
+
+    calls = []
+
+    class Counting(NgramEmbedder):
+        def encode(self, texts):
+            calls.append(list(texts))
+            return super().encode(texts)
+
+    emb = CachedEmbedder(Counting())
+    emb.prime(["Loud Tour", "Rihanna"])
+    v = emb.encode(["Rihanna", "Loud Tour", "Rihanna", "Barbados"])
+    assert calls == [["Loud Tour", "Rihanna"], ["Barbados"]]
+    assert np.allclose(v, NgramEmbedder().encode(["Rihanna", "Loud Tour", "Rihanna", "Barbados"]))

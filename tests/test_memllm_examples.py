@@ -1,5 +1,6 @@
-"""MemLLM rows from Re-DocRED: exact formats, supervised spans, relation placement, read filters, seeds, and the
-committed cpu data set rebuilt byte for byte."""
+"""MemLLM rows from Re-DocRED: exact formats, supervised spans, relation placement, read filters, App. C copies,
+the dev set as the official eval builder, realistic replies, seeds, and the committed cpu data set rebuilt byte for
+byte."""
 
 import re
 from collections import Counter
@@ -10,6 +11,8 @@ from retllm_utils.api import Triple, format_memllm_read_reply, parse_memllm
 from retllm_utils.memllm.dataset import make_dataset, render
 from retllm_utils.memllm.docred import DocView, GoldMemory, gold_triples, load_docred, relation_names
 from retllm_utils.memllm.examples import AMBIGUOUS_QUERIES, build_write_rows, read_examples, write_examples
+from retllm_utils.metrics import whole_word
+from retllm_utils.models import NgramEmbedder
 from retllm_utils.paths import DATA
 
 EOS = "<|im_end|>"
@@ -86,6 +89,16 @@ def test_relation_in_exactly_one_sentence_once_both_entities_seen(corpus):
         assert kept == {t for k, t in gold if doc["labels"][k]["evidence"]}
 
 
+def test_evidence_only_labels_and_their_counts(corpus):
+    """`empty_evidence="drop"` writes only labels with an evidence sentence; the counts say how many have one."""
+    docs, rn = corpus
+    ids = range(90)
+    _, co = build_write_rows(docs, rn, ids, split="t", drop_empty=0.0, max_triples=None)
+    _, ev = build_write_rows(docs, rn, ids, split="t", drop_empty=0.0, max_triples=None, empty_evidence="drop")
+    assert co["gold_triples_with_evidence"] + co["gold_triples_without_evidence"] == co["triples_written"]
+    assert ev["triples_written"] == co["gold_triples_with_evidence"] < co["triples_written"]
+
+
 def test_no_relation_sentences_dropped_at_the_rate_asked(corpus):
     docs, rn = corpus
     ids = range(120)
@@ -102,12 +115,13 @@ def test_no_relation_sentences_dropped_at_the_rate_asked(corpus):
 
 def _read_rows(docs, rn, lookup=None, **kw):
     lookup = lookup or GoldMemory.from_docs(docs, rn)
+    kw.setdefault("query_names", "canonical")  # canonical names: an exact gold lookup always finds the target
     return {d: read_examples(docs[d], rn, lookup, doc_idx=d, split="t", **kw) for d in DOCS}
 
 
 def test_read_examples_format_spans_and_seen_entities(corpus):
     docs, rn = corpus
-    for d, rows in _read_rows(docs, rn, early_shift=1.0).items():
+    for d, rows in _read_rows(docs, rn, early_shift=0.0, query_names="surface").items():
         view = DocView.of(docs[d])
         first = {view.names[e]: view.first[e] for e in range(len(view.names))}
         assert rows
@@ -115,7 +129,9 @@ def test_read_examples_format_spans_and_seen_entities(corpus):
         for i, row in enumerate(rows):
             text, (call, cont) = row["text"], row["spans"]
             assert render(EOS, row) == (text, [tuple(call), tuple(cont)])  # reads get no end token
-            assert text[call[0] : call[1]].startswith("({MEM_READ(") and text[call[0] : call[1]].endswith(")-->")
+            assert row["copy"] == "gold" and row["pretext_loss"] == (i == 0)
+            pre_len = text.index("({MEM_READ(")
+            assert call[0] == (0 if i == 0 else pre_len) and call[1] == text.index(")-->") + 4
             # the memory's reply sits between the two spans, never inside one
             assert text[call[1] : cont[0]] == format_memllm_read_reply(row["results"])
             assert cont[1] == len(text)
@@ -123,32 +139,151 @@ def test_read_examples_format_spans_and_seen_entities(corpus):
             (read,) = [c for c in parse_memllm(text) if not isinstance(c, str)]
             assert [list(q) for q in read.queries] == row["queries"] and list(read.results) == row["results"]
             assert 1 <= len(row["queries"]) <= 3
-            # queries name only entities whose first mention starts before the read point
+            # queries name entities mentioned before the read point, by the words of that mention
             for q in row["queries"]:
-                known = q[0] or q[2]
-                assert first[known][0] < row["read_word"]
+                assert whole_word(q[0] or q[2], text[:pre_len]) or row["target_word"][0] == row["read_word"]
                 assert (q[1], "subject" if q[0] else "object") not in AMBIGUOUS_QUERIES
-            # the target is first mentioned at target_word, at or after the read point, not earlier in the text
+            # the target is first mentioned at target_word, at the read point, not earlier in the text
             ta, tb = row["target_word"]
-            assert first[row["targets"][0]][:2] == (ta, tb) and row["read_word"] == ta - row["shift"] <= ta
+            assert first[row["targets"][0]][:2] == (ta, tb) and row["read_word"] == ta and row["shift"] == 0
             assert text[slice(*row["target_span"])] == view.words_text(ta, tb)
             assert row["target_span"][0] >= cont[0]
             assert not re.search(r"(?<!\w)" + re.escape(row["targets"][0]) + r"(?!\w)", view.words_text(0, ta))
             for a, b, e in row["entity_spans"]:
                 assert cont[0] <= a < b <= cont[1]
-            assert text[: call[0]] == view.words_text(0, row["read_word"])  # no pretext budget given
+            assert text[:pre_len] == view.words_text(0, row["read_word"])  # no pretext budget given
             assert row["read_word"] > prev
             prev = row["read_word"]
+
+
+def test_appendix_c_duplicates_each_read(corpus):
+    """Gold copy: the call at the gold position is trained; shifted copy (Poisson, earlier): only the continuation,
+    which runs to the next read's gold position. The old code trained the call at the shifted position."""
+    docs, rn = corpus
+    plain = _read_rows(docs, rn, early_shift=0.0)
+    n_shifted = 0
+    for d, rows in _read_rows(docs, rn, early_shift=1.0).items():
+        gold = [r for r in rows if r["copy"] == "gold"]
+        shifted = [r for r in rows if r["copy"] == "shifted"]
+        assert len(gold) == len(shifted) == len(plain[d]) and len(rows) == 2 * len(gold)
+        reads = [r["read_word"] for r in plain[d]]
+        for i, (g, sh) in enumerate(zip(gold, shifted)):
+            assert g["read_word"] == g["target_word"][0] == reads[i] and g["shift"] == 0
+            (call,) = g["spans"]  # only the call (and, first read, the pretext before it)
+            assert g["text"][call[0] : call[1]].endswith(")-->") and call[1] < len(g["text"])
+            assert g["text"][call[0] : call[1]].startswith("({MEM_READ(") == (i > 0)
+            (cont,) = sh["spans"]  # only the continuation, up to the next "({"
+            assert cont[1] == len(sh["text"]) and sh["text"][cont[0] - 2 : cont[0]] == "})"
+            assert sh["read_word"] == sh["target_word"][0] - sh["shift"] <= g["read_word"]
+            assert i == 0 or sh["read_word"] > reads[i - 1]
+            assert not sh["pretext_loss"]
+            nxt = reads[i + 1] if i + 1 < len(reads) else None
+            words = DocView.of(docs[d]).words
+            expected_end = " ".join(words[sh["read_word"] : nxt]) + ("({" if nxt else "")
+            assert sh["text"].endswith(expected_end)  # the next call starts at its gold, unshifted position
+            n_shifted += sh["shift"] > 0
+    assert n_shifted > 0
+
+
+def test_first_read_of_a_document_trains_its_pretext(corpus):
+    """§3.3.2: the example with a document's first read also has loss on its pretext (the old code had none)."""
+    docs, rn = corpus
+    for rows in _read_rows(docs, rn, early_shift=0.0).values():
+        first, rest = rows[0], rows[1:]
+        assert first["pretext_loss"] and first["spans"][0][0] == 0 < first["text"].index("({MEM_READ(")
+        assert all(not r["pretext_loss"] and r["spans"][0][0] == r["text"].index("({MEM_READ(") for r in rest)
+    off = _read_rows(docs, rn, early_shift=0.0, pretext_loss_first=False)
+    assert all(not r["pretext_loss"] for rs in off.values() for r in rs)
+
+
+def test_truncated_pretext_keeps_the_query_entities(corpus):
+    """A query whose entity's mention was cut away with the pretext is dropped (the old code kept 113 such)."""
+    docs, rn = corpus
+    mem = GoldMemory.from_docs(docs, rn)
+    n, n_off, bad, bad_off = Counter(), Counter(), 0, 0
+    for d in range(40):
+        for r in read_examples(docs[d], rn, mem, doc_idx=d, max_pretext_chars=300, counts=n):
+            pre = r["text"][: r["text"].index("({MEM_READ(")]
+            bad += sum(not whole_word(q[0] or q[2], pre) for q in r["queries"] if r["shift"] == 0)
+        for r in read_examples(
+            docs[d], rn, mem, doc_idx=d, max_pretext_chars=300, drop_cut_queries=False, counts=n_off
+        ):
+            pre = r["text"][: r["text"].index("({MEM_READ(")]
+            bad_off += sum(not whole_word(q[0] or q[2], pre) for q in r["queries"])
+    assert n["dropped_query_entity_cut"] > 0 and n_off["dropped_query_entity_cut"] == 0
+    assert bad_off > 10 and bad <= 2  # nested targets (a query entity starting at the target's word) remain
 
 
 def test_gold_results_contain_the_target_and_early_shift(corpus):
     docs, rn = corpus
     rows = [r for rs in _read_rows(docs, rn).values() for r in rs]
     assert all(r["shift"] == 0 for r in rows)
-    assert all(r["targets"][0] in r["results"] for r in rows)
-    shifted = [r for rs in _read_rows(docs, rn, early_shift=1.0).values() for r in rs]
+    assert all(r["targets"][0] in r["results"] for r in rows)  # canonical names, exact gold memory
+    shifted = [r for rs in _read_rows(docs, rn, early_shift=1.0).values() for r in rs if r["copy"] == "shifted"]
     assert [r["target_word"] for r in shifted] == [r["target_word"] for r in rows]
     assert any(r["shift"] > 0 for r in shifted) and all(r["shift"] >= 0 for r in shifted)
+
+
+def test_simulated_memory_gives_imperfect_replies(corpus):
+    """Replies come from a fuzzy memory missing a share of the gold triples and holding wrong ones: some replies lack
+    the target, some are empty, and none is filled with the target (the old build's replies always held it)."""
+    from retllm_utils.memllm.docred import simulated_memory, triple_memory_lookup
+
+    docs, rn = corpus
+    mem, n = simulated_memory(docs[:60], rn, drop=0.3, wrong=0.1, seed=0, embedder=NgramEmbedder())
+    assert n["kept"] + n["dropped"] == n["gold"] and 0.25 < n["dropped"] / n["gold"] < 0.35 and n["wrong"] > 0
+    again, n2 = simulated_memory(docs[:60], rn, drop=0.3, wrong=0.1, seed=0, embedder=NgramEmbedder())
+    assert n2 == n and len(again) == len(mem)
+    counts = Counter()
+    rows = [
+        r
+        for d in range(40)
+        for r in read_examples(
+            docs[d], rn, triple_memory_lookup(mem), doc_idx=d, results_source="simulated", counts=counts
+        )
+    ]
+    missing = [r for r in rows if not any(t in r["results"] for t in r["targets"])]
+    assert 0 < len(missing) < len(rows) / 2 and any(not r["results"] for r in rows)
+    assert any(set(r["results"]) - set(r["targets"]) for r in rows)  # distractors
+    assert counts["replies_without_target"] == len(missing) and counts["results_filled_with_target"] == 0
+    filled = Counter()
+    for d in range(40):
+        read_examples(docs[d], rn, triple_memory_lookup(mem), doc_idx=d, fill_empty_with_target=True, counts=filled)
+    assert filled["results_filled_with_target"] == counts["replies_empty"] > 0
+
+
+def test_dev_set_as_the_official_eval_builder(corpus):
+    """Dev: no Q_thr at build time, results cut to 30, surface-text queries, same-query points merged; so some gold
+    queries miss their target in an exact gold lookup (the old dev set was filtered until every one hit)."""
+    docs, rn = corpus
+    dev = load_docred(DATA / "redocred" / "dev_revised.json")
+    dd, counts = make_dataset(docs[:3], dev, rn, n_train=1, n_dev=10, train_memory="gold", max_pretext_chars=600)
+    c = counts["read_dev"]
+    assert c.get("dropped_query_q_thr", 0) == 0 and c["merged_same_queries"] > 0 and c["queries_surface_differs"] > 0
+    gold = GoldMemory.from_docs(dev, rn)
+    misses = 0
+    for row in dd["docs_dev"]:
+        assert len(row["read_chars"]) == len(row["read_targets"]) == len(row["read_queries"])
+        assert len(row["read_target_spans"]) == len(row["read_target_spans_all"]) == len(row["read_chars"])
+        for targets, spans, first, queries in zip(
+            row["read_targets"], row["read_target_spans_all"], row["read_target_spans"], row["read_queries"]
+        ):
+            assert len(spans) == len(targets) and spans[0] == first
+            found = {x for q in queries for x in gold(Triple(*q))}
+            misses += not any(t in found for t in targets)
+        for prev, cur in zip(row["read_queries"], row["read_queries"][1:]):
+            assert sorted(map(tuple, prev)) != sorted(map(tuple, cur))  # consecutive same-query points merged
+    assert misses > 0
+    # doc 0: Duff Gibson, Jeff Pain, Melissa Hollingsworth ask the same queries: one point with all three targets
+    assert ["Duff Gibson", "Jeff Pain", "Melissa Hollingsworth"] in dd["docs_dev"][0]["read_targets"]
+    assert all(len(r["results"]) <= 30 for r in dd["read_dev"])
+    # Q_thr at build time would have dropped a query with 30 results; the dev set keeps it
+    q = Triple(*dd["read_dev"][0]["queries"][0])
+    known = q.subject or q.object
+    mem = GoldMemory.from_docs(dev, rn)
+    mem.add((known, q.relation, f"F{i}") if q.subject else (f"F{i}", q.relation, known) for i in range(40))
+    rows = read_examples(dev[0], rn, mem, q_thr=None, max_results=30, merge_same_queries=True)
+    assert list(q) in rows[0]["queries"] and len(rows[0]["results"]) == 30
 
 
 def test_q_thr_and_ambiguity_filters(corpus):
@@ -163,7 +298,8 @@ def test_q_thr_and_ambiguity_filters(corpus):
     q = Triple(*row["queries"][0])
     known = q.subject or q.object
     n0 = Counter()
-    read_examples(docs[DOCS[0]], rn, GoldMemory.from_docs(docs, rn), doc_idx=DOCS[0], counts=n0)
+    kw = dict(doc_idx=DOCS[0], query_names="canonical")
+    read_examples(docs[DOCS[0]], rn, GoldMemory.from_docs(docs, rn), counts=n0, **kw)
     for extra, kept in ((29, False), (28, True)):
         mem = GoldMemory.from_docs(docs, rn)
         mem.add(
@@ -172,7 +308,7 @@ def test_q_thr_and_ambiguity_filters(corpus):
         )
         assert len(mem(q)) == extra + 1
         n = Counter()
-        rows = read_examples(docs[DOCS[0]], rn, mem, doc_idx=DOCS[0], counts=n)
+        rows = read_examples(docs[DOCS[0]], rn, mem, counts=n, **kw)
         assert any(list(q) in r["queries"] for r in rows) == kept
         assert n["dropped_query_q_thr"] == n0["dropped_query_q_thr"] + (not kept)
         assert all(len(r["results"]) < 30 + 3 * 29 for r in rows)
@@ -198,10 +334,11 @@ def test_first_mention_filter(corpus):
 
 def test_seeds_reproduce_and_documents_are_independent(corpus):
     docs, rn = corpus
-    a, ca = make_dataset(docs, docs[:3], rn, n_train=12, n_dev=2, seed=0, max_pretext_chars=300)
-    b, cb = make_dataset(docs, docs[:3], rn, n_train=12, n_dev=2, seed=0, max_pretext_chars=300)
-    c, _ = make_dataset(docs, docs[:3], rn, n_train=12, n_dev=2, seed=1, max_pretext_chars=300)
-    small, _ = make_dataset(docs, docs[:3], rn, n_train=5, n_dev=2, seed=0, max_pretext_chars=300)
+    kw = dict(n_dev=2, max_pretext_chars=300, embedder=NgramEmbedder())
+    a, ca = make_dataset(docs, docs[:3], rn, n_train=12, seed=0, **kw)
+    b, cb = make_dataset(docs, docs[:3], rn, n_train=12, seed=0, **kw)
+    c, _ = make_dataset(docs, docs[:3], rn, n_train=12, seed=1, **kw)
+    small, _ = make_dataset(docs, docs[:3], rn, n_train=5, seed=0, **kw)
     assert set(a) == {"write_train", "read_train", "write_dev", "read_dev", "docs_dev"}
     for split in a:
         assert a[split].to_list() == b[split].to_list()
@@ -216,7 +353,7 @@ def test_seeds_reproduce_and_documents_are_independent(corpus):
 
 def test_docs_dev_rows_point_at_gold_reads(corpus):
     docs, rn = corpus
-    dd, _ = make_dataset(docs[:3], docs, rn, n_train=1, n_dev=3, seed=0)
+    dd, _ = make_dataset(docs[:3], docs, rn, n_train=1, n_dev=3, seed=0, train_memory="gold")
     for doc_row in dd["docs_dev"]:
         reads = [r for r in dd["read_dev"] if r["doc_idx"] == doc_row["doc_idx"]]
         text = doc_row["text"]
@@ -235,13 +372,21 @@ def test_tokenized_labels_cover_the_spans(corpus, smol):
 
     _, tok = smol
     docs, rn = corpus
-    dd, _ = make_dataset(docs, docs[:1], rn, n_train=1, n_dev=1, seed=0, max_pretext_chars=600)
+    dd, _ = make_dataset(docs, docs[:1], rn, n_train=1, n_dev=1, seed=0, max_pretext_chars=600, train_memory="gold")
     w = next(r for r in dd["write_train"] if r["triples"])
     text, spans = render(tok, w)
     enc = tokenize_with_spans(tok, text, spans, 2048)
     sup = tok.decode([t for t, lab in zip(enc["input_ids"], enc["labels"]) if lab != IGNORE])
     assert sup.endswith("})" + EOS) and "MEM_WRITE-->" in sup and "USER_ST" not in sup
-    r = dd["read_train"][0]
+    g, sh = dd["read_train"][2], dd["read_train"][3]  # the second read: its gold copy, its shifted copy
+    assert (g["copy"], sh["copy"]) == ("gold", "shifted")
+    enc = tokenize_with_spans(tok, *render(tok, g), 2048)
+    sup = tok.decode([t for t, lab in zip(enc["input_ids"], enc["labels"]) if lab != IGNORE])
+    assert sup.startswith("({MEM_READ(") and sup.endswith(")-->")
+    enc = tokenize_with_spans(tok, *render(tok, sh), 2048)
+    sup = tok.decode([t for t, lab in zip(enc["input_ids"], enc["labels"]) if lab != IGNORE])
+    assert "MEM_READ" not in sup and sup.endswith("({")
+    r = dd["read_dev"][1]
     text, spans = render(tok, r)
     enc = tokenize_with_spans(tok, text, spans, 2048)
     sup = tok.decode([t for t, lab in zip(enc["input_ids"], enc["labels"]) if lab != IGNORE])
@@ -257,11 +402,11 @@ def test_read_continuation_keeps_the_read_words_space(corpus):
     docs, rn = corpus
     for d, rows in _read_rows(docs, rn, early_shift=1.0).items():
         view = DocView.of(docs[d])
-        for row in rows:
-            text, (_, cont) = row["text"], row["spans"]
+        for row in (r for r in rows if r["copy"] == "shifted"):
+            text, (cont,) = row["text"], row["spans"]
             words = view.words_text(row["read_word"], row["read_word"] + 1)
             assert text[cont[0] :].startswith((" " if row["read_word"] else "") + words)
-            assert text[cont[0] - 2 : cont[0]] == "})" and not text[: row["spans"][0][0]].endswith(" ")
+            assert text[cont[0] - 2 : cont[0]] == "})" and not text[: text.index("({MEM_READ(")].endswith(" ")
 
 
 def test_read_rows_current_detects_the_old_format(corpus):
@@ -274,6 +419,7 @@ def test_read_rows_current_detects_the_old_format(corpus):
         dict(r, text=r["text"][: r["spans"][1][0]] + r["text"][r["spans"][1][0] + 1 :]) for r in rows if r["read_word"]
     ]
     assert not read_rows_current(old)
+    assert not read_rows_current([{k: v for k, v in r.items() if k != "copy"} for r in rows])  # before App. C copies
 
 
 def test_cpu_data_set_rebuilds_byte_identical(tmp_path, monkeypatch):

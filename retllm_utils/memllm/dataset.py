@@ -13,8 +13,16 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from ..paths import DATA, ROOT, check_profile, run_dir
-from .docred import GoldMemory, Lookup, load_docred, relation_names
-from .examples import MAX_QUERIES, MAX_TRIPLES, Q_THR, build_read_rows, build_write_rows, eval_doc_row
+from .docred import DocView, GoldMemory, Lookup, load_docred, relation_names, simulated_memory, triple_memory_lookup
+from .examples import (
+    MAX_QUERIES,
+    MAX_RESULTS,
+    MAX_TRIPLES,
+    Q_THR,
+    build_read_rows,
+    build_write_rows,
+    eval_doc_row,
+)
 from .profiles import PROFILES
 
 __all__ = ["render", "features", "make_dataset", "dataset_dir", "read_rows_current", "load_or_build"]
@@ -34,7 +42,10 @@ def _rel(path: Path) -> str:
 
 
 def read_rows_current(ds: Any) -> bool:
-    """True if saved read rows keep the read word's space after the call (the format since the evaluators landed)."""
+    """True if saved read rows are current: App. C copies (`copy`), the read word's space after the call."""
+    columns = getattr(ds, "column_names", None) or (list(ds[0]) if len(ds) else ["copy"])
+    if "copy" not in columns:
+        return False
     for row in ds:
         if row["read_word"] > 0:
             return row["text"][row["spans"][1][0] : row["spans"][1][0] + 1] == " "
@@ -109,8 +120,12 @@ def features(kind: str) -> Any:
                 "n_results": List(i),
                 "results": List(s),
                 "results_source": s,
+                "copy": s,
+                "pretext_loss": Value("bool"),
                 "targets": List(s),
                 "target_span": List(i),
+                "target_spans": List(List(i)),
+                "target_words": List(List(i)),
                 "entity_spans": List(List(i)),
                 "read_word": i,
                 "target_word": List(i),
@@ -132,6 +147,7 @@ def features(kind: str) -> Any:
                 "triples": List(List(s)),
                 "read_chars": List(i),
                 "read_target_spans": List(List(i)),
+                "read_target_spans_all": List(List(List(i))),
                 "read_targets": List(List(s)),
                 "read_queries": List(List(List(s))),
             }
@@ -163,23 +179,44 @@ def make_dataset(
     q_thr: int = Q_THR,
     max_queries: int = MAX_QUERIES,
     first_mention_filter: bool = True,
+    query_names: str = "surface",
+    pretext_loss_first: bool = True,
+    fill_empty_with_target: bool = False,
+    train_memory: str = "simulated",
+    memory_drop: float = 0.3,
+    memory_wrong: float = 0.1,
+    embedder: Any = None,
     train_lookup: Lookup | None = None,
-    results_source: str = "gold",
+    results_source: str | None = None,
 ) -> tuple[Any, dict[str, dict]]:
     """DatasetDict write_train, read_train, write_dev, read_dev, docs_dev from the first n documents of each file,
-    and the counts per split.
+    and the counts per split (plus "memory": what the simulated memory kept, dropped and added).
 
-    Training reads take results from `train_lookup` (say `results_source="memory"` for a `triple_memory_lookup`), by
-    default a `GoldMemory` over every document of the file (the whole corpus, not just the n chosen, so Q_thr sees
-    what a memory of the corpus would hold). Dev reads always use gold triples of the dev file and keep gold read
-    points (no early shift): they are the evaluation's reference.
+    Training reads take results from `train_lookup` when given (a `triple_memory_lookup` over the write model's memory:
+    `results_source="memory"`); else `train_memory="simulated"` (default) builds `docred.simulated_memory` over every
+    document of the training file (MemLLM's fuzzy lookup; `memory_drop` of the gold triples left out, `memory_wrong`
+    wrong ones added; `embedder` None: the bundled MiniLM), or "gold" an exact `GoldMemory` (every reply holds the
+    target). Dev reads are the evaluation's reference, built as the official eval builder: gold read points (no shift),
+    gold triples of the dev file, no Q_thr at build time, results cut to 30, same-query points merged, and no query
+    dropped for the pretext budget (the evaluation reads whole documents).
     """
     from datasets import DatasetDict
 
     train_ids = range(len(train_docs) if n_train is None else min(n_train, len(train_docs)))
     dev_ids = range(len(dev_docs) if n_dev is None else min(n_dev, len(dev_docs)))
-    train_lookup = train_lookup or GoldMemory.from_docs(train_docs, rel_names)
-    dev_lookup = GoldMemory.from_docs(dev_docs, rel_names)
+    counts, splits = {}, {}
+    if train_lookup is None and train_memory == "simulated":
+        memory, counts["memory"] = simulated_memory(
+            train_docs, rel_names, drop=memory_drop, wrong=memory_wrong, seed=seed, embedder=embedder
+        )
+        views = (DocView.of(train_docs[d]) for d in train_ids)
+        memory.embedder.prime(v.words_text(a, b) for v in views for a, b, _, _ in v.mentions)  # the queries' names
+        train_lookup, results_source = triple_memory_lookup(memory), results_source or "simulated"
+    elif train_lookup is None:
+        if train_memory != "gold":
+            raise ValueError(f"train_memory must be 'simulated' or 'gold', got {train_memory!r}")
+        train_lookup = GoldMemory.from_docs(train_docs, rel_names)
+    results_source = results_source or "gold"
     wkw = dict(
         seed=seed,
         drop_empty=drop_empty,
@@ -190,20 +227,26 @@ def make_dataset(
     rkw = dict(
         seed=seed,
         max_pretext_chars=max_pretext_chars,
-        q_thr=q_thr,
         max_queries=max_queries,
         first_mention_filter=first_mention_filter,
+        query_names=query_names,
+        pretext_loss_first=pretext_loss_first,
+        fill_empty_with_target=fill_empty_with_target,
     )
-    counts, splits = {}, {}
     jobs = (
-        ("train", train_docs, train_ids, train_lookup, early_shift, results_source),
-        ("dev", dev_docs, dev_ids, dev_lookup, 0.0, "gold"),
+        ("train", train_docs, train_ids, train_lookup, dict(early_shift=early_shift, q_thr=q_thr), results_source),
+        (
+            "dev",
+            dev_docs,
+            dev_ids,
+            GoldMemory.from_docs(dev_docs, rel_names),
+            dict(early_shift=0.0, q_thr=None, max_results=MAX_RESULTS, merge_same_queries=True, drop_cut_queries=False),
+            "gold",
+        ),
     )
-    for name, docs, ids, lookup, shift, source in jobs:
+    for name, docs, ids, lookup, kw, source in jobs:
         w, nw = build_write_rows(docs, rel_names, ids, split=name, **wkw)
-        r, nr = build_read_rows(
-            docs, rel_names, ids, lookup, split=name, early_shift=shift, results_source=source, **rkw
-        )
+        r, nr = build_read_rows(docs, rel_names, ids, lookup, split=name, results_source=source, **rkw, **kw)
         splits[f"write_{name}"] = _dataset(w, "write")
         splits[f"read_{name}"] = _dataset(r, "read")
         counts[f"write_{name}"], counts[f"read_{name}"] = dict(nw), dict(nr)

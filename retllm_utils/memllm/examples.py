@@ -253,15 +253,16 @@ def _read_points(
                 n["dropped_query_ambiguous"] += 1
             elif q not in [x[0] for x in queries]:
                 queries.append((q, other))
-        p = points.setdefault(a, {"target_word": [a, b], "targets": [], "cands": []})
+        p = points.setdefault(a, {"target_word": [a, b], "targets": [], "target_words": [], "cands": []})
         p["targets"].append(view.names[e])
+        p["target_words"].append([a, b])
         p["cands"] += queries
     return [points[a] for a in sorted(points)]
 
 
 def _query_mention(view: DocView, e: int, target_word: int) -> tuple[int, int]:
     """The query entity's last mention starting before the target: the text a reader would copy the name from."""
-    return max((a, b) for a, b, m, _ in view.mentions if m == e and a < target_word)
+    return max((a, b) for a, b, m, _ in view.mentions if m == e and a <= target_word)
 
 
 def read_examples(
@@ -281,6 +282,7 @@ def read_examples(
     early_shift: float = 0.0,
     query_names: str = "surface",
     merge_same_queries: bool = False,
+    drop_cut_queries: bool = True,
     pretext_loss_first: bool = True,
     fill_empty_with_target: bool = False,
     results_source: str = "gold",
@@ -292,7 +294,7 @@ def read_examples(
     `q_thr=None` keeps every query (the official eval builder; the evaluation's memory applies Q_thr when it reads);
     `max_results` truncates the stored results (official eval: 30). `query_names`: "surface" names the query entity
     as its last mention before the target reads, "canonical" by its canonical name. A query whose mention lies
-    outside the kept pretext is dropped, so no query names an entity the text no longer shows.
+    outside the kept pretext is dropped (`drop_cut_queries`), so no query names an entity the text no longer shows.
     `merge_same_queries` folds a read point into the previous one when both ask the same queries (official eval).
     `early_shift` > 0 duplicates each read point as App. C: a gold copy trains the call, a copy k ~ Poisson(early_shift)
     words earlier trains the continuation. `pretext_loss_first` trains the pretext of a document's first read (§3.3.2).
@@ -311,7 +313,7 @@ def read_examples(
         scored, names = [], set()
         for q, other in p["cands"]:
             ma, mb = _query_mention(view, other, a)
-            if ma < window:
+            if drop_cut_queries and ma < window:
                 n["dropped_query_entity_cut"] += 1  # its last mention before the target is truncated away
                 continue
             if query_names == "surface":
@@ -335,11 +337,10 @@ def read_examples(
         queries = [x[2] for x in scored]
         if merge_same_queries and points and set(points[-1]["queries"]) == set(queries):
             points[-1]["targets"] += p["targets"]
-            points[-1]["target_words"].append(p["target_word"])
+            points[-1]["target_words"] += p["target_words"]
             n["merged_same_queries"] += 1
             continue
         p["queries"], p["n_results"] = queries, [len(x[4]) for x in scored]
-        p["target_words"] = [p["target_word"]]
         results = list(dict.fromkeys(r for x in scored for r in x[4]))
         if not results and fill_empty_with_target:
             results = [p["targets"][0]]
