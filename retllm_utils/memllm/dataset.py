@@ -48,7 +48,9 @@ def read_rows_current(ds: Any) -> bool:
         return False
     for row in ds:
         if row["read_word"] > 0:
-            return row["text"][row["spans"][1][0] : row["spans"][1][0] + 1] == " "
+            text = row["text"]
+            c0 = text.index("})", text.index(")-->")) + 2  # the continuation starts after the reply
+            return text[c0 : c0 + 1] == " "
     return True
 
 

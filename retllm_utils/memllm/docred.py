@@ -16,7 +16,9 @@ every triple and query, is the `name` of its first mention in reading order (sen
 first mention listed in `vertexSet` (Re-DocRED does not list mentions in order).
 
 A lookup maps a MemLLM query, (s, r, "") or ("", r, o), to the other entities: `GoldMemory` by exact match over
-gold triples, `triple_memory_lookup` through a `TripleMemory` filled by the write model.
+gold triples, `triple_memory_lookup` through a `TripleMemory` filled by the write model, or through
+`simulated_memory`, our stand-in for one (gold triples with a seeded share left out and wrong ones added, read
+with MemLLM's fuzzy lookup); `CachedEmbedder` encodes each phrase once so such a build takes seconds.
 """
 
 from __future__ import annotations

@@ -29,16 +29,33 @@ call) or to the document's end. The space before the read word moves after the c
 artist" gives "recording({MEM_READ(..)-->..}) artist"): with a byte-level BPE tokenizer the continuation
 then starts with the token the plain document has there (" artist", not "artist"), so a read model is
 trained and scored on the document's own tokens (the paper's SentencePiece gives "▁artist" either way) and
-`perplexity` compares every ablation on identical tokens. The loss covers the call up to ``)-->`` and the
-continuation, never the memory's results (nor the text before the read point). Earlier calls are not in the
-text (the paper removes answered calls from the context).
+`perplexity` compares every ablation on identical tokens. Earlier calls are not in the text (the paper removes
+answered calls from the context). A query names its known entity by the words of that entity's last mention
+before the target (`query_names="surface"`, what a model reading the text can copy; "canonical": the entity's
+canonical name, which a memory stores).
+
+Loss (§3.3.2): the call up to ``)-->`` and the continuation, never the memory's results; for a document's first
+read also the pretext before the call (`pretext_loss_first`: where to open the first call). With App. C's
+augmentation (`early_shift` > 0, training) every read point gives two rows: a gold copy whose loss is the call
+(and the first read's pretext) at the gold position, and a copy whose call moves k ~ Poisson(`early_shift`) words
+earlier (never before the query entities' mentions or the previous gold read) and whose loss is only the
+continuation; both continuations end where the next call starts, at its gold position. `copy` says which.
+
 Filters, as the official code: a query whose (relation, known side) is in `AMBIGUOUS_QUERIES` (paper
-Table 2, App. B) is dropped; a query with `q_thr` (30) or more results is dropped; at most `max_queries` (3) per
-read, fewest results first (no result counts as 5); a read point whose target already occurs as a whole
-word earlier in the text is dropped (first-mention filter). Appendix C's augmentation moves the read point
-k ~ Poisson(`early_shift`) words earlier (never before the query entities' first mentions or the previous
-read point). Results come from `lookup(query) -> list[str]`: `docred.GoldMemory` (exact match over gold
-triples) or `docred.triple_memory_lookup` (a `TripleMemory` filled by the write model).
+Table 2, App. B) is dropped; a query with `q_thr` (30) or more results is dropped (training only: the official
+eval builder applies none, `q_thr=None`); at most `max_queries` (3) per read, fewest results first (no result
+counts as 5); a read point whose target already occurs as a whole word earlier in the text is dropped
+(first-mention filter). Ours: a query whose entity's mention falls before the pretext budget
+(`max_pretext_chars`) is dropped (`drop_cut_queries`), so no query names an entity the text no longer shows.
+Dev rows as the official eval builder: no Q_thr, results cut to `MAX_RESULTS` (30), and consecutive read points
+asking the same queries merged into one with all their targets (`merge_same_queries`).
+
+Results come from `lookup(query) -> list[str]`: `docred.GoldMemory` (exact match over gold triples; dev),
+`docred.simulated_memory` (training default: the paper trains on the write model's imperfect memory; without one,
+a fuzzy `TripleMemory` over the gold triples with a share left out and wrong ones added stands in) or
+`docred.triple_memory_lookup` over a memory the write model filled. An empty reply stays empty
+(`fill_empty_with_target=False`; the official code shows the target instead, so its read model never learns
+that memory can come back empty).
 
 Rows are tokenizer-independent: `text`, `spans` (supervised [start, end) character spans) and `add_eos`;
 `render(tokenizer, row)` appends the end token and gives what `training.tokenize_with_spans` takes.
