@@ -78,23 +78,31 @@ def test_fast_evaluator_matches_token_by_token_reference(smol):
         # tokens themselves, so not masked)
         (P.ReadSetup(memory="m", positions="model"), {"open_token": " a", "chunk": 3, "mask_open": False}, True),
         (P.ReadSetup(memory="m", positions="model"), {"open_token": ".", "chunk": 32, "mask_open": False}, True),
+        # rows ③/⑤: branches mixed by P(opener); " the" stands for "({" so that p is not ~0 (not in the text)
+        (P.ReadSetup(memory="m", positions="gold", queries="gold", mix=True), {"open_token": " the"}, False),
+        (P.ReadSetup(memory="m", positions="gold", mix=True), {"open_token": " the"}, True),
+        (P.ReadSetup(memory="m", positions="gold", mix=True), {"max_query_tokens": 5}, False),  # every read fails
     ]
     n_branching = 0
     for setup, kw, patch in setups:
         mask = {k: v for k, v in kw.items() if k in ("open_token", "mask_open")}
-        none = P.fast_doc(model, tok, docs[0], P.ReadSetup(), **mask)
+        none = P.fast_doc(model, tok, docs[0], P.ReadSetup(), **{"mask_open": setup.mask_open, **mask})
         with mock.patch.object(P, "read_query", fake_query) if patch else mock.patch.object(P, "OPEN", P.OPEN):
             ref = P.reference_doc(model, tok, docs[0], setup, lookup, **{k: v for k, v in kw.items() if k != "chunk"})
             fast = P.fast_doc(model, tok, docs[0], setup, lookup, **kw)
         assert abs(np.nanmean(ref.nll) - np.nanmean(fast.nll)) < 1e-4, setup
         assert np.nanmax(np.abs(ref.nll - fast.nll)) < 1e-3 and np.isnan(ref.nll[0]) and np.isnan(fast.nll[0])
         assert ref.reads == fast.reads and ref.attempts == fast.attempts
+        assert ref.p_open.keys() == fast.p_open.keys() and ref.p_open == pytest.approx(fast.p_open, abs=1e-5)
+        if setup.mix:
+            assert len(ref.p_open) == len(docs[0].gold_reads) and all(0 < p < 1 for p in ref.p_open.values())
         if ref.reads:
             n_branching += 1
             t = ref.reads[0]["t"]
-            assert abs(ref.nll[t] - none.nll[t]) > 1e-3  # the call in context changed what follows
+            if not setup.mix:  # (mixed, the call weighs p ~ 0.003 here; the toy-model test checks the formula)
+                assert abs(ref.nll[t] - none.nll[t]) > 1e-3  # the call in context changed what follows
             assert np.allclose(ref.nll[:t], none.nll[:t], equal_nan=True, atol=1e-4)  # and nothing before it
-    assert n_branching >= 3
+    assert n_branching >= 5
 
 
 def test_aggregate_pools_tokens_and_averages_spans():

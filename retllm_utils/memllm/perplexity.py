@@ -55,7 +55,6 @@ from __future__ import annotations
 
 import copy
 import time
-from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
@@ -63,7 +62,18 @@ import torch
 
 from ..api import Triple, format_memllm_read_query, format_memllm_read_reply
 from .generation import OPEN, ModelStep, Step, piece, read_query, token_id
-from .table1 import PAPER_CLAIMS, PAPER_TABLE1, Scores, aggregate, claim_intervals, paired_bootstrap
+from .table1 import (
+    PAPER_CLAIMS,
+    PAPER_TABLE1,
+    TABLE1_ROWS,
+    DocResult,
+    EvalDoc,
+    ReadSetup,
+    Scores,
+    aggregate,
+    claim_intervals,
+    paired_bootstrap,
+)
 
 __all__ = [
     "EvalDoc",
@@ -88,65 +98,7 @@ __all__ = [
 
 Lookup = Callable[[Sequence[Triple]], list]
 MAX_RESULTS = 30  # results a reply holds (official perplexity_eval: list(set(results))[:30])
-
-
-@dataclass(frozen=True)
-class ReadSetup:
-    """One Table 1 row: model, memory, where reads happen, who writes the queries, what the memory answers."""
-
-    model: str = "read"  # "base" (adapter off) | "read" (the read adapter)
-    memory: str | None = None  # key of the memory the notebook passes ("mw_dev", "gold_dev"); None: no reads
-    positions: str = "none"  # "none" | "model" (top token is "({") | "gold" (dev read points)
-    queries: str = "model"  # "model" (generated) | "gold"
-    results: str = "memory"  # "memory" | "memory+target" (gold target added) | "target" (gold target only)
-    mix: bool = False  # gold reads weighted by p = P("({") (official p_branching; rows ③ and ⑤)
-
-    def __post_init__(self) -> None:
-        if (
-            self.positions not in ("none", "model", "gold")
-            or self.queries not in ("model", "gold")
-            or self.results not in ("memory", "memory+target", "target")
-            or self.model not in ("base", "read")
-        ):
-            raise ValueError(f"bad ReadSetup {self}")
-        if self.positions != "gold" and (self.queries == "gold" or self.results != "memory" or self.mix):
-            raise ValueError("gold queries, gold targets and branch mixing exist only at gold read positions")
-        if self.positions != "none" and self.results != "target" and self.memory is None:
-            raise ValueError("reads need a memory (or results='target')")
-
-    @property
-    def mask_open(self) -> bool:
-        """The official masking: "({" is removed from every text prediction except in the branch-mixing rows."""
-        return not self.mix
-
-
-# The rows of MemLLM Table 1, in the paper's order (① and ②, Wikipedia memories, are not built here), plus ⑤′.
-TABLE1_ROWS: dict[str, ReadSetup] = {
-    "#1 base model": ReadSetup(model="base"),
-    "#2 read model, memory disabled": ReadSetup(),
-    "③ MW[dev] memory": ReadSetup(memory="mw_dev", positions="gold", mix=True),
-    "④ ③ + gold positions and queries": ReadSetup(memory="mw_dev", positions="gold", queries="gold"),
-    "⑤ gold dev triples": ReadSetup(memory="gold_dev", positions="gold", mix=True),
-    "⑤′ model-chosen positions (argmax)": ReadSetup(memory="gold_dev", positions="model"),  # ours, not the paper's
-    "⑥ ⑤ + gold positions": ReadSetup(memory="gold_dev", positions="gold"),
-    "⑦ ⑥ + gold queries": ReadSetup(memory="gold_dev", positions="gold", queries="gold"),
-    "⑧ ⑦ + gold target added": ReadSetup(memory="gold_dev", positions="gold", queries="gold", results="memory+target"),
-    "⑨ gold target only": ReadSetup(positions="gold", queries="gold", results="target"),
-}
-
-
-@dataclass
-class EvalDoc:
-    """A dev document as tokens: ids, each token's character span, gold reads and the spans to average over."""
-
-    ids: list[int]
-    offsets: list[tuple[int, int]]
-    gold_reads: dict[int, int]  # token index of a gold read point -> its index in `queries` / `targets`
-    queries: list[list[Triple]]
-    targets: list[list[str]]  # per gold read point: every target it answers (all of a merged point's)
-    target_tokens: list[list[int]]  # per original gold target span, in reading order: its tokens (scored ones only)
-    entity_tokens: list[list[int]]  # per entity mention
-    doc_idx: int = 0
+# the rows (`ReadSetup`, `TABLE1_ROWS`), the document and result types, metrics and intervals live in `table1`
 
 
 def _merged_points(row: Mapping[str, Any]) -> list[dict]:
@@ -192,17 +144,6 @@ def prepare_doc(tokenizer: Any, row: Mapping[str, Any], max_tokens: int | None =
         target_tokens += [tokens(*s) for s in p["spans"]]
     entity_tokens = [tt for a, b, _ in row["mention_spans"] if (tt := tokens(a, b))]
     return EvalDoc(ids, offsets, gold, queries, targets, target_tokens, entity_tokens, int(row.get("doc_idx", 0)))
-
-
-@dataclass
-class DocResult:
-    """One document's token NLLs (NaN at token 0, which has no context) and the reads that were made."""
-
-    nll: np.ndarray
-    reads: list[dict] = field(default_factory=list)  # {"t", "queries", "results"} per read that put a call in context
-    attempts: int = 0  # read points met (model's or gold), including reads that failed
-    seconds: float = 0.0
-    p_open: dict[int, float] = field(default_factory=dict)  # `mix` rows: read point -> the weight p of its read
 
 
 def memory_lookup(memory: Any) -> Lookup:

@@ -1,5 +1,6 @@
-"""MemLLM Table 1 as numbers: the paper's values, the official aggregation of token NLLs, and paired bootstrap
-intervals for the row differences that carry the paper's claims (notebook 06).
+"""MemLLM Table 1 as data (notebook 06): its rows (`ReadSetup`, `TABLE1_ROWS`), the evaluated documents and results,
+the paper's values, the official aggregation of token NLLs, and paired bootstrap intervals for the row differences
+that carry the paper's claims. How a row is evaluated: `perplexity` (which re-exports these names).
 
 Metrics as the official evaluate_v4_mistral.py: OVERALL = summed NLL / scored tokens of all documents, TARGET = mean
 over gold read targets of the mean NLL of the target's tokens, ENTITY = the same over every entity mention. The paper
@@ -14,15 +15,18 @@ and the 2.5 / 97.5 percentiles of the resampled differences bound the 95% interv
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Mapping, Sequence
 
 import numpy as np
 
-if TYPE_CHECKING:  # the evaluator's types; imported for hints only (perplexity imports this module)
-    from .perplexity import DocResult, EvalDoc
+from ..api import Triple
 
 __all__ = [
+    "ReadSetup",
+    "TABLE1_ROWS",
+    "EvalDoc",
+    "DocResult",
     "PAPER_TABLE1",
     "PAPER_CLAIMS",
     "METRICS",
@@ -31,6 +35,77 @@ __all__ = [
     "paired_bootstrap",
     "claim_intervals",
 ]
+
+
+@dataclass(frozen=True)
+class ReadSetup:
+    """One Table 1 row: model, memory, where reads happen, who writes the queries, what the memory answers."""
+
+    model: str = "read"  # "base" (adapter off) | "read" (the read adapter)
+    memory: str | None = None  # key of the memory the notebook passes ("mw_dev", "gold_dev"); None: no reads
+    positions: str = "none"  # "none" | "model" (top token is "({") | "gold" (dev read points)
+    queries: str = "model"  # "model" (generated) | "gold"
+    results: str = "memory"  # "memory" | "memory+target" (gold target added) | "target" (gold target only)
+    mix: bool = False  # gold reads weighted by p = P("({") (official p_branching; rows ③ and ⑤)
+
+    def __post_init__(self) -> None:
+        if (
+            self.positions not in ("none", "model", "gold")
+            or self.queries not in ("model", "gold")
+            or self.results not in ("memory", "memory+target", "target")
+            or self.model not in ("base", "read")
+        ):
+            raise ValueError(f"bad ReadSetup {self}")
+        if self.positions != "gold" and (self.queries == "gold" or self.results != "memory" or self.mix):
+            raise ValueError("gold queries, gold targets and branch mixing exist only at gold read positions")
+        if self.positions != "none" and self.results != "target" and self.memory is None:
+            raise ValueError("reads need a memory (or results='target')")
+
+    @property
+    def mask_open(self) -> bool:
+        """The official masking: "({" is removed from every text prediction except in the branch-mixing rows."""
+        return not self.mix
+
+
+# The rows of MemLLM Table 1, in the paper's order (① and ②, Wikipedia memories, are not built here), plus ⑤′.
+TABLE1_ROWS: dict[str, ReadSetup] = {
+    "#1 base model": ReadSetup(model="base"),
+    "#2 read model, memory disabled": ReadSetup(),
+    "③ MW[dev] memory": ReadSetup(memory="mw_dev", positions="gold", mix=True),
+    "④ ③ + gold positions and queries": ReadSetup(memory="mw_dev", positions="gold", queries="gold"),
+    "⑤ gold dev triples": ReadSetup(memory="gold_dev", positions="gold", mix=True),
+    "⑤′ model-chosen positions (argmax)": ReadSetup(memory="gold_dev", positions="model"),  # ours, not the paper's
+    "⑥ ⑤ + gold positions": ReadSetup(memory="gold_dev", positions="gold"),
+    "⑦ ⑥ + gold queries": ReadSetup(memory="gold_dev", positions="gold", queries="gold"),
+    "⑧ ⑦ + gold target added": ReadSetup(memory="gold_dev", positions="gold", queries="gold", results="memory+target"),
+    "⑨ gold target only": ReadSetup(positions="gold", queries="gold", results="target"),
+}
+
+
+@dataclass
+class EvalDoc:
+    """A dev document as tokens: ids, each token's character span, gold reads and the spans to average over."""
+
+    ids: list[int]
+    offsets: list[tuple[int, int]]
+    gold_reads: dict[int, int]  # token index of a gold read point -> its index in `queries` / `targets`
+    queries: list[list[Triple]]
+    targets: list[list[str]]  # per gold read point: every target it answers (all of a merged point's)
+    target_tokens: list[list[int]]  # per original gold target span, in reading order: its tokens (scored ones only)
+    entity_tokens: list[list[int]]  # per entity mention
+    doc_idx: int = 0
+
+
+@dataclass
+class DocResult:
+    """One document's token NLLs (NaN at token 0, which has no context) and the reads that were made."""
+
+    nll: np.ndarray
+    reads: list[dict] = field(default_factory=list)  # {"t", "queries", "results"} per read that put a call in context
+    attempts: int = 0  # read points met (model's or gold), including reads that failed
+    seconds: float = 0.0
+    p_open: dict[int, float] = field(default_factory=dict)  # `mix` rows: read point -> the weight p of its read
+
 
 # MemLLM Table 1 (Mistral-7B, DocRED validation set): {row: (OVERALL, TARGET, ENTITY)}, the mean token NLLs the paper
 # prints under "PPL", transcribed as printed. ① and ② read a memory written from Wikipedia, which this kit does not
