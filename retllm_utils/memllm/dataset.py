@@ -2,9 +2,11 @@
 
 The MemLLM data modules: `docred` reads Re-DocRED; `examples` builds the write and read rows (MemLLM §3.2–3.3,
 App. B–D) and the dev documents scored in §4.1; `dataset` (this one) turns them into the DatasetDict
-(`make_dataset`: write_train, read_train, write_dev, read_dev, docs_dev), renders a row for training (`render`),
-says where a profile's copy lives and rebuilds it with notebook 04's defaults when it is missing or stale
-(`load_or_build`), so notebooks 05 and 06 run even when 04 has not run on that profile.
+(`make_dataset`: write_train, read_train, write_dev, read_dev, docs_dev; training replies from a simulated
+write-model memory unless one is given, dev read points as the official eval builder makes them), renders a row for
+training (`render`), says where a profile's copy lives and rebuilds it with notebook 04's defaults when it is missing
+or stale (`load_or_build`, about two minutes on 2 cores: the simulated memory is encoded by MiniLM), so notebooks 05
+and 06 run even when 04 has not run on that profile.
 """
 
 from __future__ import annotations

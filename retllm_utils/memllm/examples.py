@@ -194,6 +194,7 @@ def build_write_rows(
 
     Each no-relation sentence is kept with probability 1 - drop_empty (the paper drops 85%); a sentence with
     `max_triples` triples or more is dropped (official: fewer than 32), as its call alone would fill the context.
+    Counts include the gold triples with and without an evidence sentence (what `empty_evidence="drop"` keeps).
     """
     if not 0 <= drop_empty <= 1:
         raise ValueError(f"drop_empty must be in [0, 1], got {drop_empty}")
