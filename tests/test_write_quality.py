@@ -8,7 +8,7 @@ from retllm_utils.api import Triple
 from retllm_utils.memllm import generation as G
 from retllm_utils.memllm import write_quality as W
 
-SOURCE = "Duff Gibson ( born 1966 ) is a Canadian skeleton racer . He was born in Vaughan , Ontario ."
+SOURCE = "Duff Gibson ( born 1966 ) is a Canadian skeleton racer . He was born in Vaughan , Ontario . See Mediaș ."
 RELATIONS = ["date of birth", "country of citizenship", "place of birth", "dissolved, abolished or demolished"]
 
 
@@ -52,6 +52,14 @@ def test_paper_table4_is_the_paper_s_table():
         (";", False, False),
         ("Duff Gibson>>date of birth", True, False),
         ("Duff Gibson>>date of birth>>1966>>x", False, False),
+        ("Duff Gibson>>place of birth>>Media\ufffd", False, True),  # a byte token: its character comes next
+        ("Duff Gibson>>place of birth>>Media\ufffd", True, False),
+        ("Duff Gibson>>place of birth>>Mediaș", True, True),
+        ("Duff Gibson>>place of birth>>Vaug\ufffd", False, False),  # no non-ASCII character follows "Vaug"
+        ("Duff Gibson>>date of\ufffd", False, False),
+        ("Duff\nGibson", False, False),  # a call's whitespace is single spaces
+        ("Duff  Gibson", False, True),  # a space token, then a word token with its leading space
+        ("Duff   Gibson", False, False),
     ],
 )
 def test_grammar_allows_spans_of_the_source_and_the_relation_names(body, closed, ok):

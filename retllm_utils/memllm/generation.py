@@ -265,7 +265,9 @@ def write_call(
         end, body = "late stop", tokenizer.decode(gen[: max(cuts, key=lambda k: cuts[k])])
     elif end == "closed":
         body = tokenizer.decode(gen)
-    else:  # a repeat, the token limit, the end token or no allowed token inside the call: its complete triples
+    elif end == "repeat":  # the complete triples before the repeat that ended decoding
+        body = ";".join(_parts(tokenizer.decode(gen))[:-2])
+    else:  # the token limit, the end token or no allowed token inside the call: its complete triples
         text = tokenizer.decode(gen)
         body = text[: max(text.rfind(";"), 0)]
     if stats is not None:

@@ -19,6 +19,7 @@ any gold triple of its document; a gold triple counts as found if any generated 
 
 from __future__ import annotations
 
+import re
 from typing import Any, Collection, Iterable, Mapping, Sequence
 
 import numpy as np
@@ -67,6 +68,10 @@ def paper_table4_row(late_stopping: bool) -> dict[str, float]:
     return PAPER_TABLE4["late stopping"]["+ 10xAnnot."] if late_stopping else PAPER_TABLE4["greedy"]["+ All"]
 
 
+_PART = "\ufffd"  # what a tokenizer decodes an unfinished multi-byte character to
+_BAD_SPACE = re.compile(r"[^\S ]| {3}")  # a call holds spaces (two in a row at most: " " then " March"), no line breaks
+
+
 class WriteGrammar:
     """Allowed write-call bodies for one head: entities are spans of `source`, relations are `relations` (ours)."""
 
@@ -75,6 +80,7 @@ class WriteGrammar:
         self._names = set(self.relations)
         kept = [i for i, c in enumerate(source) if not c.isspace()]  # whitespace is ignored when matching spans
         self._flat = "".join(source[i] for i in kept)
+        self._wide = "".join(c if c.isascii() else _PART for c in self._flat)
 
         def edge(i: int) -> bool:  # a word starts or ends at character i of `source`
             return i in (0, len(source)) or not (source[i - 1].isalnum() and source[i].isalnum())
@@ -90,14 +96,18 @@ class WriteGrammar:
 
     def entity(self, term: str, complete: bool) -> bool:
         """`term` is (a word-aligned start of, unless `complete`) a span of the source, whitespace ignored."""
-        key = "".join(term.split())
+        key, flat = "".join(term.split()), self._flat
         if not key:
             return not complete
+        if _PART in key:  # a byte token's unfinished character: any non-ASCII character of the source may follow
+            if complete:
+                return False
+            key, flat = "".join(c if c.isascii() else _PART for c in key), self._wide
         if (key, complete) not in self._seen:
-            i, ok = self._flat.find(key), False
+            i, ok = flat.find(key), False
             while i >= 0 and not ok:
                 ok = i in self._starts and (not complete or i + len(key) in self._ends)
-                i = self._flat.find(key, i + 1)
+                i = flat.find(key, i + 1)
             self._seen[key, complete] = ok
         return self._seen[key, complete]
 
@@ -108,14 +118,13 @@ class WriteGrammar:
     def __call__(self, body: str, closed: bool = False) -> bool:
         """Is `body` (the text after "({MEM_WRITE-->") allowed: a whole call body if `closed`, else a prefix of one."""
         if not closed:  # an unfinished character, escape or ">>" at the end is checked with the next token
-            body = body.rstrip("\ufffd")
             if (len(body) - len(body.rstrip("\\"))) % 2:
                 body = body[:-1]
             elif body.endswith(">") and not body.endswith(">>"):
                 body = body[:-1]
         if closed and not body.strip():
             return True  # a call without triples
-        if _find_unescaped(body, "{}()", 0) >= 0:
+        if _find_unescaped(body, "{}()", 0) >= 0 or _BAD_SPACE.search(body):
             return False
         parts = _split_unescaped(body, ";")
         for k, part in enumerate(parts):
