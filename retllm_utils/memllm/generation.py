@@ -10,8 +10,9 @@ forced opener ``({MEM_WRITE-->``, tokenized as a piece of its own, as `training.
 training example there. Greedy decoding (K = 0) stops at the first "})". Late stopping (appendix A, official
 `LateStoppingProcessor`, K = 5): whenever "})" (the closing token) is the top token, the cut point is recorded with
 score (log-prob so far + log p("})")) / sequence length, "})" is suppressed and the second-best token taken, until
-the best cut point is K cut points old (K cut points in a row without a better score); "})" is then taken and the
-call cut at the best cut point. Decoding that ends otherwise (token limit, end token, a repeat) is cut there too.
+K top "})" in a row bring no better score than the best (the official processor records K - 1 of them as cut
+points and lets the K-th through); the call is then cut at the best cut point, also where decoding ends otherwise
+(token limit, end token, a repeat).
 Two rules of ours keep a small model's degenerate calls from costing every triple (the 135M write model often
 loops, e.g. "X>>date of death>>2002;X>>date of death>>2002;..." until the token limit):
 - repeats: decoding stops when finished triples of the call repeat earlier ones (`stop_on_repeat`): at the first
