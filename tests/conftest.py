@@ -1,4 +1,4 @@
-"""Shared fixtures: the real offline SmolLM2 model, loaded once per test session (cached HF checkpoint)."""
+"""Shared fixtures: the real offline SmolLM2 model (loaded once per session) and the Re-DocRED test split."""
 
 import pytest
 
@@ -11,3 +11,13 @@ def smol():
     model, tokenizer = load_model("smollm2-135m-instruct", device="cpu")
     model.eval()
     return model, tokenizer
+
+
+@pytest.fixture(scope="module")
+def corpus():
+    """(documents, relation names) of the bundled Re-DocRED test split."""
+    from retllm_utils.memllm.docred import load_docred, relation_names
+    from retllm_utils.paths import DATA
+
+    docs = load_docred(DATA / "redocred" / "test_revised.json")
+    return docs, relation_names(DATA / "redocred" / "rel_info.json")

@@ -5,17 +5,10 @@ import json
 import pytest
 
 from retllm_utils.api import Triple
-from retllm_utils.memllm.docred import DocView, gold_triples, load_docred, relation_names, triple_memory_lookup
+from retllm_utils.memllm.docred import DocView, gold_triples, load_docred, triple_memory_lookup
 from retllm_utils.memllm.examples import read_examples
-from retllm_utils.paths import DATA
 
 DOCS = (0, 1, 2)  # three real documents of Re-DocRED's test split
-
-
-@pytest.fixture(scope="module")
-def corpus():
-    docs = load_docred(DATA / "redocred" / "test_revised.json")
-    return docs, relation_names(DATA / "redocred" / "rel_info.json")
 
 
 def test_loader_relation_names_and_canonical_names(corpus, tmp_path):

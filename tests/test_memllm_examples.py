@@ -9,7 +9,7 @@ import pytest
 
 from retllm_utils.api import Triple, format_memllm_read_reply, parse_memllm
 from retllm_utils.memllm.dataset import make_dataset, render
-from retllm_utils.memllm.docred import DocView, GoldMemory, gold_triples, load_docred, relation_names
+from retllm_utils.memllm.docred import DocView, GoldMemory, gold_triples, load_docred
 from retllm_utils.memllm.examples import AMBIGUOUS_QUERIES, build_write_rows, read_examples, write_examples
 from retllm_utils.metrics import whole_word
 from retllm_utils.models import NgramEmbedder
@@ -17,12 +17,6 @@ from retllm_utils.paths import DATA
 
 EOS = "<|im_end|>"
 DOCS = (0, 1, 2)  # three real documents of Re-DocRED's test split
-
-
-@pytest.fixture(scope="module")
-def corpus():
-    docs = load_docred(DATA / "redocred" / "test_revised.json")
-    return docs, relation_names(DATA / "redocred" / "rel_info.json")
 
 
 def _first_sentence(doc, e):
