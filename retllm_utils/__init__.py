@@ -24,10 +24,12 @@ Core:
 
 `memllm/` — MemLLM (Modarressi et al., 2024):
 - `docred`: Re-DocRED documents, gold triples, gold-memory lookups (§4; notebook 04).
-- `examples`: write and read training rows and the dev documents scored (§3.2–3.3, App. B–D; notebook 04).
+- `examples`: the write training rows (§3.2, §3.3.1, App. D; notebook 04).
+- `reads`: the read training rows and the dev documents Table 1 scores (§3.3.2, App. B–C; notebook 04).
 - `dataset`: the DatasetDict notebook 04 builds and saves (`make_dataset`, `render`) and notebooks 05–06 load.
 - `generation`: the one MemLLM decoding path — write calls (App. A late stopping) and read queries (notebooks 05–06).
 - `perplexity`: Table 1 — OVERALL / TARGET / ENTITY NLL with memory reads, reference and fast evaluators (notebook 06).
+- `table1`: Table 1's rows, the paper's numbers, aggregation and paired bootstrap intervals.
 - `write_quality`: Table 4 — memory-write precision / recall, exact and embedding-matched (App. F; notebook 06).
 - `profiles`: smoke / cpu / gpu sizes for notebooks 04–06.
 """

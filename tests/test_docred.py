@@ -6,7 +6,7 @@ import pytest
 
 from retllm_utils.api import Triple
 from retllm_utils.memllm.docred import DocView, gold_triples, load_docred, triple_memory_lookup
-from retllm_utils.memllm.examples import read_examples
+from retllm_utils.memllm.reads import read_examples
 
 DOCS = (0, 1, 2)  # three real documents of Re-DocRED's test split
 

@@ -10,7 +10,8 @@ import pytest
 from retllm_utils.api import Triple, format_memllm_read_reply, parse_memllm
 from retllm_utils.memllm.dataset import make_dataset, render
 from retllm_utils.memllm.docred import DocView, GoldMemory, gold_triples, load_docred
-from retllm_utils.memllm.examples import AMBIGUOUS_QUERIES, build_write_rows, read_examples, write_examples
+from retllm_utils.memllm.examples import build_write_rows, write_examples
+from retllm_utils.memllm.reads import AMBIGUOUS_QUERIES, read_examples
 from retllm_utils.metrics import whole_word
 from retllm_utils.models import NgramEmbedder
 from retllm_utils.paths import DATA

@@ -16,16 +16,9 @@ from typing import Any, Mapping, Sequence
 
 from ..paths import DATA, ROOT, check_profile, run_dir
 from .docred import DocView, GoldMemory, Lookup, load_docred, relation_names, simulated_memory, triple_memory_lookup
-from .examples import (
-    MAX_QUERIES,
-    MAX_RESULTS,
-    MAX_TRIPLES,
-    Q_THR,
-    build_read_rows,
-    build_write_rows,
-    eval_doc_row,
-)
+from .examples import MAX_TRIPLES, Q_THR, build_write_rows
 from .profiles import PROFILES
+from .reads import MAX_QUERIES, MAX_RESULTS, build_read_rows, eval_doc_row
 
 __all__ = ["render", "features", "make_dataset", "dataset_dir", "read_rows_current", "load_or_build"]
 

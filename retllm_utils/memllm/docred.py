@@ -5,8 +5,8 @@ The MemLLM data modules (notebook 04 builds the data set, 05 trains on it, 06 sc
 - `docred` (this one): reads and checks DocRED-format files (`load_docred`, `relation_names`), gives one document
   as plain text with its mentions and canonical names (`DocView`) and its gold triples (`gold_triples`), and the
   lookups a read's results come from (`GoldMemory`, `triple_memory_lookup`).
-- `examples`: the MemLLM write and read rows built from these (§3.2–3.3, App. B–D) and the dev documents notebook
-  06 scores (§4.1).
+- `examples`: the MemLLM write rows built from these (§3.2, §3.3.1, App. D).
+- `reads`: the read rows (§3.3.2, App. B–C) and the dev documents notebook 06 scores (§4.1).
 - `dataset`: the DatasetDict of all of them (`make_dataset`), `render` for training, where a profile's copy is
   saved, and loading it (or rebuilding it) for notebooks 05–06.
 

@@ -65,7 +65,7 @@ from ..api import (
     parse_memllm,
 )
 from ..prompts import end_token
-from .examples import MAX_QUERIES
+from .reads import MAX_QUERIES
 
 __all__ = [
     "Step",

@@ -12,7 +12,7 @@ until the next read point. Every read starts from the plain pretext D[:p]: the c
 call at all: the text continues from the plain pretext, as the official code scores every segment from it. The call
 and the memory's reply are tokenized as pieces of their own, as `training.tokenize_with_spans` cuts training
 examples and `generation` decodes, and the text after a call keeps its leading space (" artist"), as the read
-training rows do (`examples` module doc), so every Table 1 row scores the same tokens D[1:].
+training rows do (`reads` module doc), so every Table 1 row scores the same tokens D[1:].
 
 Gold read points (`prepare_doc`): consecutive points that ask the same gold queries are one read point, at the first
 one's position, whose targets are all of theirs (the official eval builder merges them so); TARGET still averages
