@@ -9,7 +9,18 @@ import tempfile
 from pathlib import Path
 from typing import Iterator
 
-__all__ = ["ROOT", "DATA", "FIGURES", "RUNS", "PROFILES", "check_profile", "figure_path", "run_dir", "atomic_dir"]
+__all__ = [
+    "ROOT",
+    "DATA",
+    "FIGURES",
+    "RUNS",
+    "PROFILES",
+    "check_profile",
+    "profile_settings",
+    "figure_path",
+    "run_dir",
+    "atomic_dir",
+]
 
 # The repo root when installed editable (`pip install -e .`); RETLLM_ROOT overrides (e.g. a Colab clone elsewhere).
 ROOT = Path(os.environ.get("RETLLM_ROOT", Path(__file__).resolve().parents[1]))
@@ -24,6 +35,11 @@ def check_profile(profile: str) -> str:
     if profile not in PROFILES:
         raise ValueError(f"profile must be one of {', '.join(PROFILES)}; got {profile!r}")
     return profile
+
+
+def profile_settings(table: dict[str, dict], profile: str, **given: object) -> dict:
+    """`table[profile]` with every `given` value that is not None put over it (a notebook's None = profile default)."""
+    return {**table[check_profile(profile)], **{k: v for k, v in given.items() if v is not None}}
 
 
 def figure_path(name: str, profile: str = "cpu") -> Path:

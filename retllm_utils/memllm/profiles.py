@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..paths import check_profile
+from ..paths import profile_settings
 
 __all__ = ["PROFILES", "settings"]
 
@@ -66,4 +66,4 @@ PROFILES: dict[str, dict[str, Any]] = {
 
 def settings(profile: str, **given: Any) -> dict[str, Any]:
     """The profile's settings with every `given` value that is not None put over them."""
-    return {**PROFILES[check_profile(profile)], **{k: v for k, v in given.items() if v is not None}}
+    return profile_settings(PROFILES, profile, **given)
