@@ -1,7 +1,7 @@
 """MemLLM profile sizes, the one definition notebooks 04–06 import (smoke: CI; cpu: 2 cores; gpu: paper size).
 
-cpu: 90 training documents give ~110k SmolLM2 tokens per adapter and epoch, so two epochs of both adapters take about
-an hour at ~140 tokens/s on 2 cores; 100 dev documents are built, of which notebook 06 evaluates `n_eval_docs`.
+cpu: 90 training documents give ~112k write and ~198k read SmolLM2 tokens per epoch, so two epochs of both adapters
+take about 75 minutes at ~140 tokens/s on 2 cores; 100 dev documents are built, of which notebook 06 evaluates `n_eval_docs`.
 """
 
 from __future__ import annotations
