@@ -264,3 +264,37 @@ def test_model_step_feeds_only_new_ids_and_keeps_the_cache():
     assert m.calls == [([1, 2, 3], None, {"logits_to_keep": 1}), ([4], 3, {"logits_to_keep": 1})] and step.cache == 4
     G.ModelStep(m, 7, last_logits_only=False)([5])
     assert m.calls[-1] == ([5], 7, {})
+
+
+class HashedNoise:
+    """A random model whose logits depend only on the tokens fed so far (two runs agree wherever their texts do)."""
+
+    def __init__(self, seed):
+        self.seed, self.fed = seed, []
+
+    def __call__(self, new):
+        self.fed += list(new)
+        gen = torch.Generator().manual_seed(hash((self.seed, *self.fed)) % 2**62)
+        logits = torch.randn(len(TOK), generator=gen) * 3
+        logits[TOK.convert_tokens_to_ids("})")] += 1.5  # calls close now and then
+        logits[[TOK.convert_tokens_to_ids(c) for c in ">;AB"]] += 3  # short, repeating triples
+        return logits
+
+
+@pytest.mark.parametrize("seed", range(40))
+@pytest.mark.parametrize("k", [1, 3, 5])
+def test_the_greedy_call_a_late_stopping_run_carries_is_a_greedy_run_s_call(seed, k):
+    late = G.write_call(HashedNoise(seed), TOK, "x", late_stopping=k, max_new_tokens=60)
+    greedy = G.write_call(HashedNoise(seed), TOK, "x", max_new_tokens=60)
+    assert late.greedy is not None and (late.greedy.text, late.greedy.end) == (greedy.text, greedy.end)
+    assert greedy.greedy is None
+
+
+def test_the_greedy_call_on_the_way_for_scripted_ends():
+    # closed by "})", a repeat before any "})", and the token limit
+    closing = chars("A>>r>>B", 0.99) + [{"})": 0.51, ";": 0.49}] + chars("C>>r>>D", 0.99) + letters(10, 0.3)
+    looping = chars("A>>r>>B;C>>r>>D;" * 6)
+    for script, end in ((closing, "closed"), (looping, "repeat"), (chars("A>>r>>B;C>>r"), "limit")):
+        late = G.write_call(ProbStep(script), TOK, "x", late_stopping=3, max_new_tokens=40)
+        greedy = G.write_call(ProbStep(script), TOK, "x", max_new_tokens=40)
+        assert late.greedy == greedy and greedy.end == end

@@ -501,3 +501,32 @@ def test_paper_table1_is_the_papers():
     assert P.PAPER_TABLE1["④ ③ + gold positions and queries"] == (1.578, 0.786, 1.287)
     assert set(P.TABLE1_ROWS) - set(P.PAPER_TABLE1) == {"⑤′ model-chosen positions (argmax)"}
     assert all(a in P.TABLE1_ROWS and b in P.TABLE1_ROWS for a, b in P.PAPER_CLAIMS)
+
+
+def test_rows_that_share_a_query_cache_decode_each_query_once_and_score_the_same():
+    """A read's query depends on its plain pretext only: rows ③, ⑤ and ⑥ may share the decoded queries."""
+    tok = _ToyTok()
+    model = _ToyLM(tok)
+    doc = P.prepare_doc(tok, _toy_row(SKELETON, SKELETON_READS))
+    decoded = []
+
+    def fake(step, tokenizer, prefix=(), *, max_new_tokens=64):
+        decoded.append(1)
+        ids = tokenizer(format_memllm_read_query([Triple(*Q_SITE[0])]))["input_ids"]
+        step(list(prefix) + ids[:-1])
+        return ReadQuery([Triple(*Q_SITE[0])], ids, "query")
+
+    def lookup(queries):
+        return ["Salt Lake", "Jeff Pain"]
+
+    rows = [P.TABLE1_ROWS[r] for r in ("③ MW[dev] memory", "⑤ gold dev triples", "⑥ ⑤ + gold positions")]
+    with mock.patch.object(P, "read_query", fake):
+        alone = [fn(model, tok, doc, s, lookup) for s in rows for fn in (P.reference_doc, P.fast_doc)]
+        n_alone, cache = len(decoded), {}
+        shared = [
+            fn(model, tok, doc, s, lookup, query_cache=cache) for s in rows for fn in (P.reference_doc, P.fast_doc)
+        ]
+    assert n_alone == 6 * len(doc.gold_reads) and len(decoded) - n_alone == len(doc.gold_reads) == len(cache)
+    for a, b in zip(alone, shared):
+        assert a.reads == b.reads and a.reads
+        assert np.allclose(a.nll, b.nll, atol=1e-6, equal_nan=True)

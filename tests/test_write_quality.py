@@ -152,3 +152,21 @@ def test_write_document_constrains_each_row_to_its_own_head():
     assert constrained == [Triple("Ann Lee", "educated at", "Oxford")] and raw == [
         "({MEM_WRITE-->" + target[:29] + "})"
     ]
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_a_constrained_late_stopping_call_carries_the_constrained_greedy_call(seed):
+    class HashedNoise:  # logits depend only on the tokens fed so far: two runs agree wherever their texts do
+        def __init__(self):
+            self.fed = []
+
+        def __call__(self, new):
+            self.fed += list(new)
+            logits = torch.randn(len(TOK), generator=torch.Generator().manual_seed(hash((seed, *self.fed)) % 2**62))
+            logits[TOK.convert_tokens_to_ids("})")] += 2
+            return logits * 3
+
+    grammar = W.WriteGrammar(SOURCE, RELATIONS)
+    late = G.write_call(HashedNoise(), TOK, "x", late_stopping=3, max_new_tokens=80, constraint=grammar)
+    greedy = G.write_call(HashedNoise(), TOK, "x", max_new_tokens=80, constraint=grammar)
+    assert late.greedy == greedy

@@ -27,6 +27,9 @@ loops, e.g. "X>>date of death>>2002;X>>date of death>>2002;..." until the token 
 the call at its best (whatever ended decoding), else "closed" by the model's "})", "repeat", "limit" (token limit or
 end token) or "stuck" (constrained, no allowed token among the candidates); a `collections.Counter` passed as
 `stats` counts them. `WriteCall.cuts` is the number of cut points late stopping recorded.
+Late stopping takes the greedy token until the first top "})" (and stops at the K-th repeat, greedy at the first), so
+the greedy call lies on its way: a late-stopping `WriteCall` carries it as `.greedy`, equal to a K = 0 run's call
+(tests), and Table 4 gets both decodings from one pass.
 Constrained decoding (`constraint`, ours, off by default; `write_quality.WriteGrammar` allows entities that are spans
 of the focus sentence or its pretext and Re-DocRED's relation names): at every step the tokens are tried best
 first (at most `max_candidates`) and the first two that keep the call body allowed are the top two; "})" only
@@ -45,7 +48,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Protocol, Sequence
 
 import numpy as np
@@ -154,6 +157,7 @@ class WriteCall:
     text: str
     end: str
     cuts: int = field(default=0, compare=False)
+    greedy: "WriteCall | None" = field(default=None, compare=False, repr=False)  # late stopping: greedy's call
 
     @property
     def triples(self) -> list[Triple]:
@@ -231,6 +235,7 @@ def write_call(
     gen: list[int] = []
     cum, cuts = 0.0, {}  # cut position in `gen` -> mean log-prob score
     end, n_done, repeats = "limit", 0, 0
+    greedy: WriteCall | None = None  # late stopping: where greedy decoding (K = 0) would have ended, on the way
     for _ in range(max_new_tokens):
         logp = torch.log_softmax(logits, -1)
         top2 = _ranked(logits, tokenizer, gen, constraint, close_id, stop_id, max_candidates)
@@ -238,6 +243,8 @@ def write_call(
             end = "stuck"
             break
         nxt = top2[0]
+        if late_stopping and nxt == close_id and greedy is None:
+            greedy = _finish(tokenizer, gen, "closed", {})
         if late_stopping and nxt == close_id:
             scores = list(cuts.values())
             best = int(np.argmax(scores)) if scores else 0
@@ -256,12 +263,24 @@ def write_call(
             if len(done) > n_done:
                 n_done = len(done)
                 repeats += done[-1] in done[:-1]
+                if late_stopping and repeats and greedy is None:
+                    greedy = _finish(tokenizer, gen, "repeat", {})
                 if repeats >= max(1, late_stopping):
                     end = "repeat"
                     break
         if len(gen) == max_new_tokens:
             break
         logits = step([nxt]).float()
+    call = _finish(tokenizer, gen, end, cuts)
+    if late_stopping:  # greedy decoding took the same tokens up to its own end (or to this one)
+        call = replace(call, greedy=greedy or _finish(tokenizer, gen, end, {}))
+    if stats is not None:
+        stats[call.end] += 1
+    return call
+
+
+def _finish(tokenizer: Any, gen: list[int], end: str, cuts: dict[int, float]) -> WriteCall:
+    """The call decoding `gen` left: cut at late stopping's best cut point, else by how decoding ended."""
     if cuts:  # late stopping: cut at the best cut point, whatever ended decoding
         end, body = "late stop", tokenizer.decode(gen[: max(cuts, key=lambda k: cuts[k])])
     elif end == "closed":
@@ -271,8 +290,6 @@ def write_call(
     else:  # the token limit, the end token or no allowed token inside the call: its complete triples
         text = tokenizer.decode(gen)
         body = text[: max(text.rfind(";"), 0)]
-    if stats is not None:
-        stats[end] += 1
     return WriteCall(MEMLLM_WRITE_OPEN + _unique(body) + MEMLLM_CLOSE, end, len(cuts))
 
 

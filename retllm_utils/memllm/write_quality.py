@@ -2,7 +2,8 @@
 score its triples, and the paper's Table 4 to print beside ours.
 
 Decoding is `generation.write_call` (greedy, or late stopping with K cut points, the repeat and unclosed-call rules;
-see its module doc); `write_document` runs it over a document's write rows and counts how the calls ended in `stats`.
+see its module doc); `write_calls` runs it over a document's write rows (`write_document`: their triples and raw
+calls), counting how the calls ended in `stats`; a late-stopping call carries the greedy call met on its way.
 
 Constrained decoding (ours, beyond the paper; `write_document(..., relations=...)`): `WriteGrammar` allows a call
 body only if every subject and object is a span of the focus sentence or its pretext (word-aligned, whitespace
@@ -24,13 +25,15 @@ from typing import Any, Collection, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from ..api import USER_END, USER_ST, MemWrite, Triple, _find_unescaped, _split_unescaped, _unescape, parse_memllm
+from ..api import USER_END, USER_ST, Triple, _find_unescaped, _split_unescaped, _unescape
 from ..metrics import PRF
-from .generation import ModelStep, write_call
+from .generation import ModelStep, WriteCall, write_call
 
 __all__ = [
     "generate_write",
     "write_document",
+    "write_calls",
+    "call_triples",
     "WriteGrammar",
     "PRF",
     "score_exact",
@@ -152,6 +155,29 @@ def generate_write(model: Any, tokenizer: Any, head: str, **kw: Any) -> str:
     return write_call(ModelStep(model), tokenizer, head, **kw).text
 
 
+def write_calls(
+    model: Any,
+    tokenizer: Any,
+    write_rows: Sequence[Mapping[str, Any]],
+    *,
+    relations: Collection[str] | None = None,
+    **kw: Any,
+) -> list[WriteCall]:
+    """One write call per write row (`write_examples`), constrained to spans of each head and to `relations` when
+    given (`WriteGrammar`; None: unconstrained); under late stopping each carries its greedy call (`.greedy`)."""
+    calls = []
+    for row in write_rows:
+        head = row["text"][: row["spans"][0][0]]
+        grammar = None if relations is None else WriteGrammar.for_head(head, relations)
+        calls.append(write_call(ModelStep(model), tokenizer, head, constraint=grammar, **kw))
+    return calls
+
+
+def call_triples(calls: Iterable[WriteCall]) -> list[Triple]:
+    """The distinct triples of a document's calls, in writing order (what reaches the memory)."""
+    return list(dict.fromkeys(t for c in calls for t in c.triples))
+
+
 def write_document(
     model: Any,
     tokenizer: Any,
@@ -160,18 +186,9 @@ def write_document(
     relations: Collection[str] | None = None,
     **kw: Any,
 ) -> tuple[list[Triple], list[str]]:
-    """Triples the write model extracts from one document's write rows (`write_examples`), and the raw calls;
-    constrained to spans of each head and to `relations` when given (`WriteGrammar`; None: unconstrained)."""
-    triples, raw = [], []
-    for row in write_rows:
-        head = row["text"][: row["spans"][0][0]]
-        grammar = None if relations is None else WriteGrammar.for_head(head, relations)
-        call = generate_write(model, tokenizer, head, constraint=grammar, **kw)
-        raw.append(call)
-        for c in parse_memllm(call):
-            if isinstance(c, MemWrite):
-                triples += [t for t in c.triples if t not in triples]
-    return triples, raw
+    """Triples the write model extracts from one document's write rows, and the raw calls (`write_calls`)."""
+    calls = write_calls(model, tokenizer, write_rows, relations=relations, **kw)
+    return call_triples(calls), [c.text for c in calls]
 
 
 def _clean(triples: Iterable[Sequence[str]]) -> list[Triple]:
