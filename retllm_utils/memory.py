@@ -13,8 +13,10 @@ export are `memory_io`. This module holds what the papers define: the two reads 
   returned by score; a query with `q_thr` or more results returns nothing.
 
 Phrases are never deleted (their vectors stay cached); phrases no triple uses any more are skipped by
-lookups. Terms are stripped of surrounding whitespace, as the API parsers strip them. One process writes
-at a time; readers and writers on other connections are picked up (`PRAGMA data_version`).
+lookups. Terms are stripped of surrounding whitespace, as the API parsers strip them, and NFC-normalised, so
+"Café" is one phrase however it was typed. Several processes may read and write one file: one write transaction
+at a time (the others wait up to `busy_timeout` seconds), and every connection picks up the others' commits
+(`PRAGMA data_version`).
 
     mem = TripleMemory("memory.sqlite", embedder=load_embedder(), index="hnsw")
     mem.write("Ann Lee", "employed by", "Pfizer")
@@ -41,7 +43,7 @@ from .phrase_index import (
     chunks,
     marks,
 )
-from .triple_store import ROLES, SELECT_TEXT, TripleStore, clean_triple
+from .triple_store import BUSY_TIMEOUT, ROLES, SELECT_TEXT, TripleStore, clean_triple
 
 __all__ = ["TripleMemory", "TripleStore", "ReadResult", "Substitution", "INDEX_KINDS", "COLUMNS", "Q_THR"]
 
@@ -75,7 +77,9 @@ class TripleMemory(TripleStore):
     (faiss IndexLSH, `lsh_nbits` bits, as RET-LLM) or "hnsw" (IndexHNSWFlat, inner product, as MemLLM).
     Thresholds default to `embedder.thresholds`; they are plain attributes, change them at will.
     Reopening a file built with another embedder (name or dim) raises ValueError, unless `reembed=True`,
-    which re-encodes every stored phrase with the new embedder and rebuilds the indexes.
+    which re-encodes every stored phrase with the new embedder and rebuilds the indexes. An existing 0-byte file
+    raises ValueError unless `create=True`; `busy_timeout` (seconds, default 60): how long a write waits for
+    another connection's.
     """
 
     def __init__(
@@ -93,8 +97,19 @@ class TripleMemory(TripleStore):
         lsh_nbits: int | None = None,
         hnsw_m: int = 32,
         hnsw_ef_search: int = 64,
+        create: bool = False,
+        busy_timeout: float = BUSY_TIMEOUT,
     ):
-        super().__init__(path, embedder, index, reembed=reembed, lsh_nbits=lsh_nbits, hnsw_m=hnsw_m)
+        super().__init__(
+            path,
+            embedder,
+            index,
+            reembed=reembed,
+            lsh_nbits=lsh_nbits,
+            hnsw_m=hnsw_m,
+            create=create,
+            busy_timeout=busy_timeout,
+        )
         th = {**PAPER_THRESHOLDS, **(getattr(self.embedder, "thresholds", None) or {})}
         self.tau_entity = th["tau_entity"] if tau_entity is None else tau_entity
         self.tau_relation = th["tau_relation"] if tau_relation is None else tau_relation
@@ -170,12 +185,13 @@ class TripleMemory(TripleStore):
         ent_ids = [i for i, c in ents.items() if c >= floor - 1e-6]
         col = "s" if subject_query else "o"
         best: dict[str, tuple[float, int, Triple]] = {}
-        for chunk in chunks(ent_ids, SQL_CHUNK):
-            rows = self._conn.execute(
+        rel_ids = list(rels)
+        for chunk, rel_chunk in ((e, r) for e in chunks(ent_ids, SQL_CHUNK) for r in chunks(rel_ids, SQL_CHUNK)):
+            rows = self._conn.execute(  # both sides chunked: SQLite allows 32,766 variables per statement
                 f"SELECT t.id, t.s, t.r, t.o, ps.text, pr.text, po.text FROM triples t "
                 f"JOIN phrases ps ON ps.id = t.s JOIN phrases pr ON pr.id = t.r JOIN phrases po ON po.id = t.o "
-                f"WHERE t.{col} IN ({marks(len(chunk))}) AND t.r IN ({marks(len(rels))})",
-                list(chunk) + list(rels),
+                f"WHERE t.{col} IN ({marks(len(chunk))}) AND t.r IN ({marks(len(rel_chunk))})",
+                list(chunk) + list(rel_chunk),
             )
             for tid, s, r, o, st, rt, ot in rows:
                 score = (ents[s if subject_query else o] + rels[r]) / 2

@@ -28,15 +28,28 @@ def to_dataframe(memory: TripleMemory) -> Any:
     return pd.DataFrame(list(memory), columns=COLUMNS, dtype=object)
 
 
+def _missing(value: Any) -> bool:
+    """None, NaN or pandas' NA: a cell with no value (SQL NULL, an empty spreadsheet cell)."""
+    import pandas as pd
+
+    return value is None or (not isinstance(value, str) and bool(pd.isna(value)))
+
+
 def from_dataframe(memory: TripleMemory, df: Any) -> int:
     """Write every row of a DataFrame with columns subject, relation, object (others ignored); returns new.
 
-    All or nothing: a row with a missing or non-string term raises ValueError naming it.
+    All or nothing: a missing value raises ValueError naming its row (0-based) and column; a non-string or empty
+    term raises ValueError naming it.
     """
     missing = [c for c in COLUMNS if c not in df.columns]
     if missing:
         raise ValueError(f"DataFrame lacks column(s) {missing}; it needs {COLUMNS}")
-    return memory.write_many(df[COLUMNS].itertuples(index=False, name=None))
+    rows = list(df[COLUMNS].itertuples(index=False, name=None))
+    for i, row in enumerate(rows):
+        for col, value in zip(COLUMNS, row):
+            if _missing(value):
+                raise ValueError(f"missing value in row {i}, column {col!r}: {tuple(row)!r}")
+    return memory.write_many(rows)
 
 
 def to_csv(memory: TripleMemory, path: str | os.PathLike) -> None:
@@ -45,11 +58,30 @@ def to_csv(memory: TripleMemory, path: str | os.PathLike) -> None:
 
 
 def from_csv(memory: TripleMemory, path: str | os.PathLike, **read_csv_kw: Any) -> int:
-    """Write the triples of a CSV file (header subject,relation,object); every cell read as text."""
+    """Write the triples of a CSV file (header subject,relation,object); every cell read as text.
+
+    A row with more fields than the header raises ValueError naming the file and line (pandas would otherwise
+    take the first column as an index and shift the others).
+    """
     import pandas as pd
 
-    # dtype=str, no NA parsing: "NA", "None" or "007" stay the strings they are
-    df = pd.read_csv(path, dtype=str, keep_default_na=False, na_filter=False, **read_csv_kw)
+    # dtype=str, no NA parsing: "NA", "None" or "007" stay the strings they are; header=None: no index guessing
+    kw = {"dtype": str, "keep_default_na": False, "na_filter": False, **read_csv_kw, "header": None}
+    try:
+        raw = pd.read_csv(path, **kw)
+    except pd.errors.ParserError as e:
+        m = re.search(r"Expected (\d+) fields in line (\d+), saw (\d+)", str(e))
+        if m:
+            raise ValueError(f"{path}, line {m[2]}: {m[3]} fields, the header has {m[1]}") from e
+        raise ValueError(f"{path}: {e}") from e
+    if raw.empty:
+        return 0
+    header = [str(h) for h in raw.iloc[0]]
+    width = sum(1 for h in header if h != "")
+    if width < raw.shape[1]:  # a data row is wider than the header (the C parser pads the header with "")
+        bad = next(i for i, row in enumerate(raw.itertuples(index=False)) if i and any(row[width:]))
+        raise ValueError(f"{path}, line {bad + 1}: {raw.shape[1]} fields, the header has {width}")
+    df = raw.iloc[1:].set_axis(header, axis=1).reset_index(drop=True)
     return from_dataframe(memory, df)
 
 
@@ -60,10 +92,23 @@ def to_sql(memory: TripleMemory, conn: Any, table: str, if_exists: str = "fail")
 
 def from_sql(memory: TripleMemory, conn: Any, table_or_query: str) -> int:
     """Write triples from an SQL table name, or from a query returning subject, relation, object columns
-    (cast non-text columns in the query, e.g. `CAST(year AS TEXT) AS object`)."""
+    (cast non-text columns in the query, e.g. `CAST(year AS TEXT) AS object`).
+
+    A DB-API connection (sqlite3) is read on a cursor of its own, so a failed query leaves the caller's open
+    transaction as it was; a SQLAlchemy engine or connection goes through pandas.
+    """
     import pandas as pd
 
     if re.fullmatch(r"[A-Za-z_][\w$]*(\.[A-Za-z_][\w$]*)?", table_or_query):
         name = ".".join('"' + part + '"' for part in table_or_query.split("."))
         table_or_query = f"SELECT {', '.join(COLUMNS)} FROM {name}"
-    return from_dataframe(memory, pd.read_sql_query(table_or_query, conn))
+    if not hasattr(conn, "cursor"):
+        return from_dataframe(memory, pd.read_sql_query(table_or_query, conn))
+    cur = conn.cursor()  # pandas would roll the connection back on an error, ending the caller's transaction
+    try:
+        cur.execute(table_or_query)
+        rows = cur.fetchall()
+        columns = [d[0] for d in cur.description]
+    finally:
+        cur.close()
+    return from_dataframe(memory, pd.DataFrame(rows, columns=columns, dtype=object))

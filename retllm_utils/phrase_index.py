@@ -10,6 +10,8 @@ The SQLite `phrases` table stays the truth. A faiss id is a phrase id; every can
 re-scored with the exact cosine of its stored vector, so `lsh` and `hnsw` change which candidates are seen, never
 their scores. A saved index is used only while its fingerprint in the `meta` table (spec, count, last id, sha1 of
 the file) matches the table and the file; otherwise it is rebuilt from the stored vectors, without re-embedding.
+A save writes a temporary file of its own process, then, holding the database's write lock, replaces the index file
+and its fingerprint together; temporary files of processes that died are removed.
 """
 
 from __future__ import annotations
@@ -18,7 +20,9 @@ import contextlib
 import hashlib
 import json
 import os
+import secrets
 import sqlite3
+import time
 from pathlib import Path
 from typing import Iterator, Sequence
 
@@ -92,6 +96,31 @@ def sha1(path: Path) -> str:
     return h.hexdigest()
 
 
+def _alive(pid: int) -> bool:
+    """Whether a process with this id runs (on Windows, where signal 0 would kill it, always assumed)."""
+    if os.name == "nt":
+        return True
+    try:
+        os.kill(pid, 0)
+    except (ProcessLookupError, OverflowError):
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def remove_stale_temps(file: Path, legacy_age_s: float = 600.0) -> None:
+    """Delete temporary index files whose writer died (`<file>.<pid>-<tag>.tmp`), and an old shared `<file>.tmp`."""
+    for tmp in file.parent.glob(f"{file.name}.*.tmp"):
+        pid = tmp.name[len(file.name) + 1 :].split("-", 1)[0]
+        if pid.isdigit() and not _alive(int(pid)):
+            tmp.unlink(missing_ok=True)
+    legacy = file.with_name(file.name + ".tmp")  # the one name every process shared before
+    with contextlib.suppress(FileNotFoundError):
+        if time.time() - legacy.stat().st_mtime > legacy_age_s:
+            legacy.unlink()
+
+
 class PhraseIndex:
     """The faiss index of one phrase kind: candidates for the nearest stored phrases, scored exactly from SQLite.
 
@@ -114,6 +143,7 @@ class PhraseIndex:
         self.conn, self.kind, self.name, self.dim = conn, kind, KINDS[kind], dim
         self.index_kind, self.file, self.lsh_nbits, self.hnsw_m = index_kind, file, lsh_nbits, hnsw_m
         self.dirty = False  # holds vectors the saved file lacks
+        self.max_id = 0  # the largest phrase id indexed: with ntotal, what a save's fingerprint claims
         self.index: faiss.Index | None = None  # IndexIDMap: faiss ids = phrase ids
         self.inner: faiss.Index | None = None  # the wrapped index (HNSW's efSearch is set on it)
 
@@ -163,6 +193,7 @@ class PhraseIndex:
         if index.ntotal != n or index.d != self.dim:
             return "stale"
         self.index, self.inner = index, faiss.downcast_index(faiss.downcast_index(index).index)
+        self.max_id = max_id
         return None
 
     def load_or_build(self, force: bool = False) -> str:
@@ -171,11 +202,14 @@ class PhraseIndex:
         Returns the status shown in `TripleMemory.index_status`: "loaded", "built" (in memory) or "rebuilt (why)".
         `force` (after re-embedding) rebuilds whatever the file says.
         """
+        if self.file is not None:
+            remove_stale_temps(self.file)
         why = "in-memory" if self.file is None else "reembedded" if force else self._load_saved()
         if why is None:
             self.dirty = False
             return "loaded"
         self._new()
+        self.max_id = 0
         cur = self.conn.execute("SELECT id, vec FROM phrases WHERE kind = ? ORDER BY id", (self.kind,))
         while rows := cur.fetchmany(_REBUILD_ROWS):
             self.add(np.fromiter((r[0] for r in rows), np.int64, len(rows)), vectors([r[1] for r in rows], self.dim))
@@ -186,25 +220,42 @@ class PhraseIndex:
         """Index committed phrases (ids as in the table); the file is rewritten at the next `save`."""
         if len(ids):
             self.index.add_with_ids(np.ascontiguousarray(vecs, np.float32), ids)
+            self.max_id = max(self.max_id, int(np.max(ids)))
             self.dirty = True
 
-    def save(self) -> None:
-        """Write the index if it changed (via a temporary file), then its fingerprint into the meta table."""
+    def save(self) -> bool:
+        """Write the index if it changed, under the write lock with its fingerprint; False if the table moved on.
+
+        The file goes to a temporary name of this process first; then, holding the database's write lock, it replaces
+        the index file and the fingerprint row is written, only if the table still holds exactly what the index does
+        (else nothing is replaced and it stays dirty: sync and save again).
+        """
         if self.file is None or not self.dirty:
-            return
-        tmp = self.file.with_name(self.file.name + ".tmp")
-        faiss.write_index(self.index, str(tmp))
-        os.replace(tmp, self.file)
-        n, max_id = self._table_state()
-        set_meta(
-            self.conn,
-            {
-                f"index.{self.name}": json.dumps(
-                    {"spec": self.spec(), "n": n, "max_id": max_id, "sha1": sha1(self.file)}
-                )
-            },
-        )
-        self.dirty = False
+            return True
+        tmp = self.file.with_name(f"{self.file.name}.{os.getpid()}-{secrets.token_hex(4)}.tmp")
+        try:
+            faiss.write_index(self.index, str(tmp))
+            digest = sha1(tmp)
+            own = not self.conn.in_transaction
+            if own:
+                self.conn.execute("BEGIN IMMEDIATE")  # one saver at a time: the file and its row agree
+            try:
+                n, max_id = self._table_state()
+                saved = (n, max_id) == (self.index.ntotal, self.max_id)
+                if saved:
+                    os.replace(tmp, self.file)
+                    fingerprint = {"spec": self.spec(), "n": n, "max_id": max_id, "sha1": digest}
+                    set_meta(self.conn, {f"index.{self.name}": json.dumps(fingerprint)})
+                if own:
+                    self.conn.execute("COMMIT")
+            except BaseException:
+                if own and self.conn.in_transaction:
+                    self.conn.execute("ROLLBACK")
+                raise
+        finally:
+            tmp.unlink(missing_ok=True)
+        self.dirty = not saved
+        return saved
 
     def used(self, pid: int) -> bool:
         """Whether some triple still uses the phrase: unused phrases keep their vectors but match nothing."""

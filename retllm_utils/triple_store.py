@@ -5,6 +5,11 @@ that store, the part of the memory that survives a restart (notebooks 03, 06, 07
 triples, every distinct entity and relation phrase, and each phrase's vector as a float32 BLOB; `phrase_index`
 keeps a faiss index per kind over those vectors. Writes are all or nothing (`_transaction`); other connections'
 commits are picked up (`_sync`, `PRAGMA data_version`). The papers' reads live in `memory`.
+
+Several processes may read and write one file: each write is one `BEGIN IMMEDIATE` transaction (new phrases are
+embedded before it, so the lock is held for SQL only), a writer waits up to `busy_timeout` seconds for another's,
+and a phrase another process stored is re-read, never inserted twice. Terms are NFC-normalised; a term that is not
+text (a lone surrogate) or has no visible character is refused. Database errors name the file.
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sqlite3
+import unicodedata
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Sequence, TypeVar
 
@@ -24,14 +30,18 @@ from .phrase_index import (
     INDEX_KINDS,
     KINDS,
     RELATION,
+    SQL_CHUNK,
     PhraseIndex,
     chunks,
     get_meta,
+    marks,
     set_meta,
     vectors,
 )
 
-__all__ = ["TripleStore", "clean_triple", "ROLES", "SELECT_TEXT"]
+__all__ = ["TripleStore", "NamedConnection", "clean_triple", "ROLES", "SELECT_TEXT", "BUSY_TIMEOUT"]
+
+BUSY_TIMEOUT = 60.0  # seconds a writer waits for another connection's write transaction before "database is locked"
 
 ROLES = (("subject", ENTITY), ("relation", RELATION), ("object", ENTITY))
 _EMBED_CHUNK = 8192  # phrases encoded (and held in RAM) at a time
@@ -52,8 +62,13 @@ SELECT_TEXT = (
 )
 
 
+def _visible(c: str) -> bool:
+    """Not a space, control or format character (zero-width space, joiners, soft hyphen, BOM)."""
+    return unicodedata.category(c)[0] != "Z" and unicodedata.category(c) not in ("Cc", "Cf")
+
+
 def _clean_term(value: Any, role: str, where: str, allow_empty: bool = False) -> str:
-    """A stripped term, or a ValueError that names the bad term and where it came from."""
+    """A stripped NFC term (one fact whatever the normal form), or a ValueError naming the bad term and where."""
     if value is None and allow_empty:
         return ""
     if not isinstance(value, str):
@@ -61,7 +76,19 @@ def _clean_term(value: Any, role: str, where: str, allow_empty: bool = False) ->
     value = value.strip()
     if not value and not allow_empty:
         raise ValueError(f"{role} {value!r} {where} is empty or whitespace")
-    return value
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError(f"{role} {value!r} {where} holds a lone surrogate: not valid Unicode text") from None
+    if value and not any(map(_visible, value)):
+        raise ValueError(f"{role} {value!r} {where} has no visible character")
+    return value if value.isascii() else unicodedata.normalize("NFC", value)
+
+
+def _empty_file(path: Path) -> bool:
+    """A 0-byte file with no write-ahead log beside it: no SQLite database, though SQLite would open it as one."""
+    wal = Path(f"{path}-wal")
+    return path.is_file() and path.stat().st_size == 0 and not (wal.exists() and wal.stat().st_size > 0)
 
 
 def clean_triple(t: Any, where: str = "", allow_empty: bool = False) -> Triple:
@@ -103,11 +130,40 @@ def check_embedder(conn: sqlite3.Connection, embedder: Any, encode: Any, reembed
     return True
 
 
+class NamedConnection(sqlite3.Connection):
+    """An SQLite connection whose database errors name the file, so a damaged memory says which one it is."""
+
+    where = ""
+
+    def _named(self, e: sqlite3.Error) -> sqlite3.Error:
+        return e if not self.where or self.where in str(e) else type(e)(f"{self.where}: {e}")
+
+    def execute(self, sql: str, params: Any = (), /) -> sqlite3.Cursor:
+        try:
+            return super().execute(sql, params)
+        except sqlite3.DatabaseError as e:
+            raise self._named(e) from e
+
+    def executemany(self, sql: str, params: Any, /) -> sqlite3.Cursor:
+        try:
+            return super().executemany(sql, params)
+        except sqlite3.DatabaseError as e:
+            raise self._named(e) from e
+
+    def executescript(self, script: str, /) -> sqlite3.Cursor:
+        try:
+            return super().executescript(script)
+        except sqlite3.DatabaseError as e:
+            raise self._named(e) from e
+
+
 class TripleStore:
     """The store under `TripleMemory`: triples and phrases in SQLite, phrase vectors in two `PhraseIndex`es.
 
     Opening, the embedder check, transactions, picking up other connections' writes, writes and inspection;
-    the papers' reads are `TripleMemory`'s.
+    the papers' reads are `TripleMemory`'s. An existing 0-byte file is refused (it is no memory: a wrong path or a
+    truncated copy) unless `create=True`; a missing file is created. `busy_timeout`: seconds a write waits for
+    another connection's write transaction.
     """
 
     def __init__(
@@ -119,6 +175,8 @@ class TripleStore:
         reembed: bool = False,
         lsh_nbits: int | None = None,
         hnsw_m: int = 32,
+        create: bool = False,
+        busy_timeout: float = BUSY_TIMEOUT,
     ):
         if index not in INDEX_KINDS:
             raise ValueError(f"index must be one of {INDEX_KINDS}, got {index!r}")
@@ -132,10 +190,18 @@ class TripleStore:
         self.hnsw_m = hnsw_m
         self.path = None if path is None else Path(path)
         self.index_status: dict[str, str] = {}  # per kind: "loaded" or "rebuilt (why)", for notebooks and tests
+        if self.path is not None and not create and _empty_file(self.path):
+            raise ValueError(
+                f"{self.path} is an empty file (0 bytes), not a memory; pass create=True to make a new memory there"
+            )
         # isolation_level=None: transactions are explicit (BEGIN IMMEDIATE ... COMMIT) so a batch is all or nothing
         self._conn: sqlite3.Connection | None = sqlite3.connect(
-            ":memory:" if path is None else str(path), isolation_level=None
+            ":memory:" if path is None else str(path),
+            isolation_level=None,
+            timeout=busy_timeout,
+            factory=NamedConnection,
         )
+        self._conn.where = ":memory:" if path is None else str(path)
         try:
             self._open(reembed)
         except BaseException:
@@ -152,11 +218,8 @@ class TripleStore:
         c.execute("PRAGMA cache_size = -262144")  # 256 MiB: index B-trees of ~1M triples stay in RAM
         c.executescript(_SCHEMA)
         reembedded = check_embedder(self._conn, self.embedder, self._encode, reembed, where=str(self.path))
-        self._data_version = c.execute("PRAGMA data_version").fetchone()[0]
+        self._data_version = c.execute("PRAGMA data_version").fetchone()[0]  # before the snapshot: later commits sync
         self._ids: list[dict[str, int]] = [{}, {}]  # text -> phrase id, per kind (used or not)
-        for pid, kind, text in c.execute("SELECT id, kind, text FROM phrases"):
-            self._ids[kind][text] = pid
-        self._max_id = c.execute("SELECT COALESCE(MAX(id), 0) FROM phrases").fetchone()[0]
         self._added: list | None = None  # inside a transaction: phrases inserted, for faiss after COMMIT
         self._index = [
             PhraseIndex(
@@ -170,21 +233,29 @@ class TripleStore:
             )
             for kind in (ENTITY, RELATION)
         ]
-        for index in self._index:
-            self.index_status[index.name] = index.load_or_build(force=reembedded)
+        c.execute("BEGIN")  # one read snapshot: the phrase map, its last id and the indexes agree while others write
+        try:
+            for pid, kind, text in c.execute("SELECT id, kind, text FROM phrases"):
+                self._ids[kind][text] = pid
+            self._max_id = max((max(ids.values(), default=0) for ids in self._ids), default=0)  # the largest loaded
+            for index in self._index:
+                self.index_status[index.name] = index.load_or_build(force=reembedded)
+        finally:
+            c.execute("COMMIT")
 
     def index_path(self, kind: str) -> Path | None:
         """Where the faiss index of "entity" or "relation" phrases is saved (None for an in-memory memory)."""
         return None if self.path is None else Path(f"{self.path}.{kind}.faiss")
 
     def save(self) -> None:
-        """Write the changed faiss indexes beside the DB (`PhraseIndex.save`: via a temporary file, then the
-        fingerprint into the meta table), so the next open loads them instead of rebuilding."""
+        """Write the changed faiss indexes beside the DB (`PhraseIndex.save`: via a temporary file of this process,
+        then the fingerprint into the meta table), so the next open loads them instead of rebuilding."""
         if self.path is None:
             return
-        self._sync()
-        for index in self._index:
-            index.save()
+        for _ in range(3):  # another process may commit phrases between our sync and the save: sync and try again
+            self._sync()
+            if all([index.save() for index in self._index]):
+                return
 
     def close(self) -> None:
         """Save the indexes (file-backed memory) and close the database; closing twice is harmless."""
@@ -208,11 +279,11 @@ class TripleStore:
             raise ValueError(f"this {type(self).__name__} is closed")
         return self._conn
 
-    def _sync(self) -> None:
+    def _sync(self, force: bool = False) -> None:
         """Pick up phrases another connection committed (phrases are append-only: load ids above ours)."""
         c = self._live()
         version = c.execute("PRAGMA data_version").fetchone()[0]
-        if version == self._data_version:
+        if version == self._data_version and not force:
             return
         self._data_version = version
         rows = c.execute("SELECT id, kind, text, vec FROM phrases WHERE id > ? ORDER BY id", (self._max_id,)).fetchall()
@@ -233,6 +304,8 @@ class TripleStore:
         max_id = self._max_id
         try:
             self._sync()
+            if c.execute("SELECT COALESCE(MAX(id), 0) FROM phrases").fetchone()[0] > self._max_id:
+                self._sync(force=True)  # a commit we were not told of: re-read, never reuse its ids
             max_id = self._max_id
             self._added = added
             yield added
@@ -259,26 +332,54 @@ class TripleStore:
             )
         return unit(vecs)  # cosine = inner product
 
-    def _phrase_ids(self, kind: int, texts: Iterable[str]) -> dict[str, int]:
-        """Inside a transaction: ids for `texts`, embedding and inserting (in batches) only the new ones."""
+    def _embed_new(self, triples: list[Triple]) -> list[dict[str, np.ndarray]]:
+        """Before the write lock: vectors of the phrases not stored yet, per kind, so the lock is held for SQL only."""
+        self._sync()
+        texts = ([x for t in triples for x in (t[0], t[2])], [t[1] for t in triples])
+        out: list[dict[str, np.ndarray]] = [{}, {}]
+        for kind in (ENTITY, RELATION):
+            new = [t for t in dict.fromkeys(texts[kind]) if t not in self._ids[kind]]
+            for chunk in chunks(new, _EMBED_CHUNK):
+                out[kind].update(zip(chunk, self._encode(list(chunk))))
+        return out
+
+    def _reread(self, kind: int, texts: list[str]) -> None:
+        """Inside a transaction: phrases among `texts` that another connection stored but we missed, taken as theirs."""
+        for chunk in chunks(texts, SQL_CHUNK):
+            rows = self._conn.execute(
+                f"SELECT id, text, vec FROM phrases WHERE kind = ? AND text IN ({marks(len(chunk))})", [kind, *chunk]
+            ).fetchall()
+            for pid, text, _ in rows:
+                self._ids[kind][text] = pid
+            if rows:  # committed by them: indexed now, whatever becomes of our transaction
+                self._index[kind].add(np.array([r[0] for r in rows], np.int64), vectors([r[2] for r in rows], self.dim))
+
+    def _phrase_ids(self, kind: int, texts: Iterable[str], vecs: dict[str, np.ndarray]) -> dict[str, int]:
+        """Inside a transaction: ids for `texts`, inserting only the new ones (vectors from `_embed_new`)."""
         known = self._ids[kind]
         new = [t for t in dict.fromkeys(texts) if t not in known]
+        if new:
+            self._reread(kind, new)
+            new = [t for t in new if t not in known]
         for chunk in chunks(new, _EMBED_CHUNK):
-            vecs = self._encode(list(chunk))
+            missing = [t for t in chunk if t not in vecs]
+            if missing:  # not embedded beforehand (should not happen): embed now rather than fail
+                vecs = {**vecs, **dict(zip(missing, self._encode(missing)))}
+            chunk_vecs = np.stack([vecs[t] for t in chunk]).astype(np.float32, copy=False)
             ids = np.arange(self._max_id + 1, self._max_id + 1 + len(chunk), dtype=np.int64)
             self._conn.executemany(
                 "INSERT INTO phrases (id, kind, text, vec) VALUES (?, ?, ?, ?)",
-                zip(ids.tolist(), [kind] * len(chunk), chunk, (v.tobytes() for v in vecs)),
+                zip(ids.tolist(), [kind] * len(chunk), chunk, (v.tobytes() for v in chunk_vecs)),
             )
             known.update(zip(chunk, ids.tolist()))
             self._max_id += len(chunk)
-            self._added.append((kind, list(chunk), ids, vecs))
+            self._added.append((kind, list(chunk), ids, chunk_vecs))
         return known
 
-    def _insert(self, triples: list[Triple]) -> int:
+    def _insert(self, triples: list[Triple], vecs: list[dict[str, np.ndarray]]) -> int:
         """Inside a transaction: store the (clean) triples; returns how many were new."""
-        ent = self._phrase_ids(ENTITY, [x for t in triples for x in (t[0], t[2])])
-        rel = self._phrase_ids(RELATION, [t[1] for t in triples])
+        ent = self._phrase_ids(ENTITY, [x for t in triples for x in (t[0], t[2])], vecs[ENTITY])
+        rel = self._phrase_ids(RELATION, [t[1] for t in triples], vecs[RELATION])
         before = self._conn.total_changes
         self._conn.executemany(
             "INSERT OR IGNORE INTO triples (s, r, o) VALUES (?, ?, ?)",
@@ -298,13 +399,16 @@ class TripleStore:
     def write_many(self, triples: Iterable[Sequence[str]]) -> int:
         """Store many facts in one transaction, embedding only phrases not stored yet; returns how many were new.
 
-        Any bad triple (not three strings, an empty term) raises ValueError naming it, and nothing is written.
+        Raises, and writes nothing: ValueError naming any bad triple (not three strings, an empty or invisible term,
+        a lone surrogate); sqlite3.OperationalError naming the file if another writer held the lock past
+        `busy_timeout`, sqlite3.DatabaseError naming it if the file is damaged; the embedder's own exception.
         """
         clean = [clean_triple(t, f"{i} ") for i, t in enumerate(triples)]
         if not clean:
             return 0
+        vecs = self._embed_new(clean)
         with self._transaction():
-            return self._insert(clean)
+            return self._insert(clean, vecs)
 
     def delete(self, subject: str, relation: str, object: str) -> bool:
         """Forget one fact; True if it was stored."""
@@ -322,6 +426,7 @@ class TripleStore:
         Returns True if `new` was not stored before.
         """
         old_t, new_t = clean_triple(old, "old "), clean_triple(new, "new ")
+        vecs = self._embed_new([new_t])
         with self._transaction():
             ids = self._triple_ids(old_t)
             if (
@@ -329,12 +434,13 @@ class TripleStore:
                 or not self._conn.execute("DELETE FROM triples WHERE s = ? AND r = ? AND o = ?", ids).rowcount
             ):
                 raise KeyError(f"update: {tuple(old_t)!r} is not stored")
-            return self._insert([new_t]) == 1 and new_t != old_t
+            return self._insert([new_t], vecs) == 1 and new_t != old_t
 
     def replace_object(self, subject: str, relation: str, new_object: str) -> list[Triple]:
         """Make (subject, relation, new_object) the only fact for (subject, relation), as when a president
         changes; returns the facts it removed. One transaction."""
         t = clean_triple((subject, relation, new_object))
+        vecs = self._embed_new([t])
         with self._transaction():
             s, r = self._ids[ENTITY].get(t[0]), self._ids[RELATION].get(t[1])
             removed: list[Triple] = []
@@ -347,7 +453,7 @@ class TripleStore:
                     )
                 ]
                 self._conn.execute("DELETE FROM triples WHERE s = ? AND r = ? AND o != ?", (s, r, o))
-            self._insert([t])
+            self._insert([t], vecs)
             return removed
 
     # ------------------------------------------------------------------------------------------ inspection
