@@ -1,6 +1,6 @@
 """End-to-end latency of RET-LLM chat turns (one write turn, one read turn) with the default model on CPU.
 
-    .venv/bin/python benchmarks/bench_controller.py            # -> results/controller.json, figures/07_controller.png
+    .venv/bin/python benchmarks/bench_controller.py            # -> results/controller.json, figures/08_controller.png
 
 Each turn runs `RetLLMController.chat` with `HFGenerator` on SmolLM2-135M (fp32, CPU) and a TripleMemory
 (the bundled MiniLM encoder; the 100k-triple HNSW memory built by bench_memory.py if present, copied, else
@@ -253,8 +253,8 @@ def main() -> None:
     ax.legend(fontsize=7, loc="lower right")
     fig.tight_layout()
     FIGURES.mkdir(exist_ok=True)
-    fig.savefig(FIGURES / "07_controller.png")
-    print("results:", os.path.relpath(path), " figure: figures/07_controller.png")
+    fig.savefig(FIGURES / "08_controller.png")
+    print("results:", os.path.relpath(path), " figure: figures/08_controller.png")
 
 
 if __name__ == "__main__":

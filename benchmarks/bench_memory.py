@@ -372,7 +372,7 @@ def figure(res: dict, stem: str = "memory") -> list[Path]:
         ax.legend(fontsize=7)
         ax.grid(alpha=0.3)
     fig.tight_layout()
-    out = [FIGURES / f"07_{stem}_scaling.png"]
+    out = [FIGURES / f"08_{stem}_scaling.png"]
     FIGURES.mkdir(exist_ok=True)
     fig.savefig(out[0])
     sweeps = [r for r in runs if r.get("sweep")]
@@ -412,7 +412,7 @@ def figure(res: dict, stem: str = "memory") -> list[Path]:
         ax.legend(fontsize=7)
         ax.grid(alpha=0.3)
         fig.tight_layout()
-        out.append(FIGURES / f"07_{stem}_sweep.png")
+        out.append(FIGURES / f"08_{stem}_sweep.png")
         fig.savefig(out[-1])
     return out
 

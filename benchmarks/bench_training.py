@@ -1,7 +1,7 @@
 """Training throughput of the RET-LLM LoRA SFT, with span masks (loss on the API call and answer only) vs
 without (loss on every token): the masks change only the labels, so they must cost nothing.
 
-    .venv/bin/python benchmarks/bench_training.py          # -> results/training.json, figures/07_training.png
+    .venv/bin/python benchmarks/bench_training.py          # -> results/training.json, figures/08_training.png
 
 SmolLM2-135M (fp32, CPU), LoRA r=16 on all linear layers (`training.lora_config`), `training.sft_config`
 (batch 4, lr 2e-4), `steps` optimizer steps over exactly steps*batch rows of the synthetic `cpu` train split
@@ -149,8 +149,8 @@ def main() -> None:
     ax.set(ylabel="tokens/s", title=f"LoRA SFT throughput, SmolLM2-135M, {a.threads} CPU threads")
     fig.tight_layout()
     FIGURES.mkdir(exist_ok=True)
-    fig.savefig(FIGURES / "07_training.png")
-    print("results:", os.path.relpath(path), " figure: figures/07_training.png")
+    fig.savefig(FIGURES / "08_training.png")
+    print("results:", os.path.relpath(path), " figure: figures/08_training.png")
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """Shared pieces of the benchmarks: the phrase-vector cache, a cached embedder, machine state, results, tables.
 
 The benchmarks are scripts, not tests: each prints a table, writes `benchmarks/results/<name>.json` and a
-figure `figures/07_<name>.png`. Vectors of the default encoder (all-MiniLM-L6-v2) are cached on disk under
+figure `figures/08_<name>.png`. Vectors of the default encoder (all-MiniLM-L6-v2) are cached on disk under
 `benchmarks/cache/` (git-ignored) so that 1M triples are embedded once, in chunks that survive interruption;
 the time the encoder took is recorded with the cache and reported apart from store+index time.
 """

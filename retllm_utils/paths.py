@@ -13,11 +13,13 @@ __all__ = [
     "ROOT",
     "DATA",
     "FIGURES",
+    "RESULTS",
     "RUNS",
     "PROFILES",
     "check_profile",
     "profile_settings",
     "figure_path",
+    "results_path",
     "run_dir",
     "atomic_dir",
 ]
@@ -26,6 +28,7 @@ __all__ = [
 ROOT = Path(os.environ.get("RETLLM_ROOT", Path(__file__).resolve().parents[1]))
 DATA = ROOT / "data"
 FIGURES = ROOT / "figures"
+RESULTS = ROOT / "results"  # headline numbers as JSON (cpu profile, committed); the README tables are made from them
 RUNS = Path(os.environ.get("RETLLM_RUNS", ROOT / "runs"))  # adapters, memories, eval outputs (git-ignored)
 PROFILES = ("smoke", "cpu", "gpu")  # CI seconds-to-minutes / 2 CPU cores (committed outputs) / paper size on a GPU
 
@@ -45,6 +48,14 @@ def profile_settings(table: dict[str, dict], profile: str, **given: object) -> d
 def figure_path(name: str, profile: str = "cpu") -> Path:
     """figures/NAME on the cpu profile, whose outputs are committed; runs/<profile>/figures/NAME otherwise."""
     d = FIGURES if check_profile(profile) == "cpu" else RUNS / profile / "figures"
+    d.mkdir(parents=True, exist_ok=True)
+    return d / name
+
+
+def results_path(name: str, profile: str = "cpu") -> Path:
+    """results/NAME on the cpu profile (committed; `tools/readme_results.py` builds README tables from it), else
+    runs/<profile>/results/NAME: a smoke run never overwrites the committed numbers."""
+    d = RESULTS if check_profile(profile) == "cpu" else RUNS / profile / "results"
     d.mkdir(parents=True, exist_ok=True)
     return d / name
 

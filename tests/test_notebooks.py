@@ -7,6 +7,7 @@ outputs free of the machine that ran them (paths, frozen progress bars).
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import re
 from pathlib import Path
@@ -89,3 +90,13 @@ def test_outputs_clean(path):
             for p in MACHINE_PATHS:
                 assert p not in text, f"{where}: output shows a path of the machine ({p!r}): {text[:200]!r}"
             assert FROZEN_BAR not in text, f"{where}: progress bar frozen at 0%: {text[:200]!r}"
+
+
+def test_the_readme_memllm_tables_are_the_committed_results():
+    # the README's MemLLM numbers are written from results/*.json by tools/readme_results.py, never by hand
+    spec = importlib.util.spec_from_file_location("readme_results", ROOT / "tools" / "readme_results.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    readme = (ROOT / "README.md").read_text()
+    assert mod.START in readme and mod.END in readme
+    assert readme[readme.index(mod.START) : readme.index(mod.END) + len(mod.END)] == mod.block()

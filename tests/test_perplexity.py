@@ -493,6 +493,8 @@ def test_paired_bootstrap_intervals():
     assert [r["metric"] for r in table] == ["OVERALL", "TARGET", "ENTITY"]
     assert all(r["holds at 95%"] == "yes" and r["paper a - b"] > 0 for r in table)
     assert P.claim_intervals(docs, {names[0]: b, names[1]: a}, n=200)[0]["holds at 95%"] == "reversed"
+    noise = [P.DocResult(r.nll + 1e-8) for r in a]  # rows that differ by float noise only: no ordering
+    assert {r["holds at 95%"] for r in P.claim_intervals(docs, {names[0]: noise, names[1]: a}, n=200)} == {"undecided"}
 
 
 def test_paper_table1_is_the_papers():

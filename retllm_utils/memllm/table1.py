@@ -230,11 +230,13 @@ def claim_intervals(
     metrics: Sequence[str] = METRICS,
     n: int = 1000,
     seed: int = 0,
+    tol: float = 1e-6,
 ) -> list[dict]:
     """For each claimed pair (a, b) and metric: our a - b with its 95% interval, the paper's, and which order holds.
 
-    "holds at 95%": "yes" (b lower, the paper's ordering: the interval lies above 0), "reversed" (a lower: below 0),
-    "undecided" (the interval contains 0). Pairs with a row missing from `per_doc` are left out.
+    "holds at 95%": "yes" (b lower, the paper's ordering: the interval lies above `tol`), "reversed" (a lower: below
+    -`tol`), "undecided" (otherwise: float noise between rows that read nothing is no ordering). Pairs with a row
+    missing from `per_doc` are left out.
     """
     out = []
     for a, b in pairs:
@@ -244,7 +246,7 @@ def claim_intervals(
             diff, lo, hi = paired_bootstrap(docs, per_doc[a], per_doc[b], m, n=n, seed=seed)
             pa, pb = PAPER_TABLE1.get(a), PAPER_TABLE1.get(b)
             paper = pa[METRICS.index(m.upper())] - pb[METRICS.index(m.upper())] if pa and pb else float("nan")
-            verdict = "yes" if lo > 0 else "reversed" if hi < 0 else "undecided"
+            verdict = "yes" if lo > tol else "reversed" if hi < -tol else "undecided"
             out.append(
                 {
                     "claim": f"{b.split(' ')[0]} < {a.split(' ')[0]}",
