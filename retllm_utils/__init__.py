@@ -7,9 +7,9 @@ Core:
 - `api`: the two memory-API text dialects, formatted and parsed (RET-LLM §3.2, MemLLM §3.2; every notebook).
 - `memory`: `TripleMemory`, the papers' reads — RET-LLM exact-then-fuzzy, MemLLM τ / Q_thr (notebooks 03, 06, 07).
 - `triple_store`: the SQLite triple table and phrase vectors under it: writes, transactions, updates.
-- `phrase_index`: one faiss index per phrase kind (flat, LSH as RET-LLM, HNSW as MemLLM; notebook 07).
+- `phrase_index`: one faiss index per phrase kind (flat, LSH as RET-LLM, HNSW as MemLLM; notebook 08).
 - `memory_io`: DataFrame / CSV / SQL import and export of a memory.
-- `controller`: user ↔ model ↔ memory, hiding the API (RET-LLM Figures 3–5, notebook 03; MemLLM, notebook 06).
+- `controller`: user ↔ model ↔ memory, hiding the API (RET-LLM Figures 3–5, notebook 03; MemLLM, notebook 07).
 - `models`: the offline LLM (SmolLM2 for Alpaca-7B / Mistral-7B) and phrase encoders (MiniLM for Contriever).
 - `prompts`: one prompt format for RET-LLM training and inference (notebooks 02–03).
 - `training`: span-masked LoRA SFT on TRL's SFTTrainer (notebooks 02, 05).
@@ -28,10 +28,10 @@ Core:
 - `reads`: the read training rows and the dev documents Table 1 scores (§3.3.2, App. B–C; notebook 04).
 - `dataset`: the DatasetDict notebook 04 builds and saves (`make_dataset`, `render`) and notebooks 05–06 load.
 - `generation`: the one MemLLM decoding path — write calls (App. A late stopping) and read queries (notebooks 05–06).
-- `perplexity`: Table 1 — OVERALL / TARGET / ENTITY NLL with memory reads, reference and fast evaluators (notebook 06).
+- `perplexity`: Table 1 — OVERALL / TARGET / ENTITY NLL with memory reads, reference and fast evaluators (notebook 07).
 - `table1`: Table 1's rows, the paper's numbers, aggregation and paired bootstrap intervals.
 - `write_quality`: Table 4 — memory-write precision / recall, exact and embedding-matched (App. F; notebook 06).
-- `profiles`: smoke / cpu / gpu sizes for notebooks 04–06.
+- `profiles`: smoke / cpu / gpu sizes for notebooks 04–07.
 """
 
 __version__ = "0.1.0"

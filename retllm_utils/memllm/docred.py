@@ -6,7 +6,7 @@ The MemLLM data modules (notebook 04 builds the data set, 05 trains on it, 06 sc
   as plain text with its mentions and canonical names (`DocView`) and its gold triples (`gold_triples`), and the
   lookups a read's results come from (`GoldMemory`, `triple_memory_lookup`).
 - `examples`: the MemLLM write rows built from these (§3.2, §3.3.1, App. D).
-- `reads`: the read rows (§3.3.2, App. B–C) and the dev documents notebook 06 scores (§4.1).
+- `reads`: the read rows (§3.3.2, App. B–C) and the dev documents notebook 07 scores (§4.1).
 - `dataset`: the DatasetDict of all of them (`make_dataset`), `render` for training, where a profile's copy is
   saved, and loading it (or rebuilding it) for notebooks 05–06.
 

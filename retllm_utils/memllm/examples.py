@@ -2,7 +2,7 @@
 
 The MemLLM data modules: `docred` reads Re-DocRED (documents, `DocView`, gold triples, lookups); `examples` (this
 one) builds the write rows (§3.3.1, App. D); `reads` builds the read rows (§3.3.2, App. B–C) and the dev documents
-notebook 06 scores (§4.1); `dataset` makes the DatasetDict of them (`make_dataset`, notebook 04's build cell),
+notebook 07 scores (§4.1); `dataset` makes the DatasetDict of them (`make_dataset`, notebook 04's build cell),
 says where it is saved and loads it for notebooks 05–06 (`load_or_build`). Text and spans index a document's plain
 text as `docred.DocView` gives it.
 

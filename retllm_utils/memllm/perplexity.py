@@ -1,4 +1,4 @@
-"""MemLLM perplexity evaluation (MemLLM §4.1, Table 1; notebook 06): score a document while the read model queries
+"""MemLLM perplexity evaluation (MemLLM §4.1, Table 1; notebook 07): score a document while the read model queries
 the memory.
 
 A document is scored as one token sequence D (its plain text, tokens joined by spaces as `docred` builds it,

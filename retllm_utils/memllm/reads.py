@@ -1,7 +1,7 @@
 """MemLLM's read rows from Re-DocRED, and the dev documents Table 1 scores: notebook 04; MemLLM §3.3.2, App. B–C.
 
 The MemLLM data modules: `docred` reads Re-DocRED; `examples` builds the write rows; `reads` (this one) the read
-rows and the dev documents notebook 06 scores (§4.1); `dataset` makes the DatasetDict of them. Text and spans index a
+rows and the dev documents notebook 07 scores (§4.1); `dataset` makes the DatasetDict of them. Text and spans index a
 document's plain text as `docred.DocView` gives it.
 
 Read example, one per read point (the first mention of an entity that completes a relation whose other

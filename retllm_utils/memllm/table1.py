@@ -1,4 +1,4 @@
-"""MemLLM Table 1 as data (notebook 06): its rows (`ReadSetup`, `TABLE1_ROWS`), the evaluated documents and results,
+"""MemLLM Table 1 as data (notebook 07): its rows (`ReadSetup`, `TABLE1_ROWS`), the evaluated documents and results,
 the paper's values, the official aggregation of token NLLs, and paired bootstrap intervals for the row differences
 that carry the paper's claims. How a row is evaluated: `perplexity` (which re-exports these names).
 
