@@ -8,12 +8,18 @@ model continues a text, issuing `({MEM_READ(..)-->` mid-text; answered calls are
 next one is made, as in the paper. MemLLM decoding (late stopping, the read query, when a read starts) is
 `memllm.generation`'s, the same functions Tables 1 and 4 are computed with.
 
-Only model-generated text is ever parsed for calls. User text is neutralised first (`[MEM_` → `[MEM `), so
-markup a user types is never executed, even if the model copies it.
+Only model-generated text is ever parsed for calls. User text is neutralised first (`[MEM_` → `[MEM `, found after
+NFKC folding with format characters such as zero-width joiners and soft hyphens dropped, in any case), so markup a
+user types is never executed, even by a model that copies it and folds look-alikes; on MemLLM's write path the
+dialect's `>>` and `;` are escaped too, so a parroted sentence is never split into triples. A memory call that fails
+(bad term, encoder or database error) is an "error" event in the turn's trace, never an exception to the user, and
+one turn stores at most `max_writes` triples.
 """
 
 from __future__ import annotations
 
+import re
+import unicodedata
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol, Sequence
@@ -35,6 +41,7 @@ __all__ = [
     "MemLLMController",
     "Turn",
     "neutralize",
+    "neutralize_memllm",
     "retllm_pending_read",
 ]
 
@@ -48,9 +55,36 @@ class Generator(Protocol):
     def __call__(self, text: str | tuple[str, ...], pause: Pause | None = None) -> tuple[str, bool]: ...
 
 
+_OPENER = re.compile(r"\[\s*MEM_|\(\s*\{\s*(MEM|USER)_", re.I)  # in the folded text
+_SAFE = {"": "[MEM ", "MEM": "({MEM ", "USER": "({USER "}
+
+
+def _folded(text: str) -> tuple[str, list[int]]:
+    """`text` as a model that folds look-alikes may read it (NFKC per character, format characters dropped), with
+    the index in `text` of each folded character."""
+    out, origin = [], []
+    for i, c in enumerate(text):
+        for f in unicodedata.normalize("NFKC", c):
+            if unicodedata.category(f) != "Cf":
+                out.append(f)
+                origin.append(i)
+    return "".join(out), origin
+
+
 def neutralize(user_text: str) -> str:
-    """User text with API openers defused, so typed markup can never become a call."""
-    return user_text.replace("[MEM_", "[MEM ").replace("({MEM_", "({MEM ").replace("({USER_", "({USER ")
+    """User text with API openers defused, so typed markup can never become a call, in whatever disguise."""
+    folded, origin = (user_text, None) if user_text.isascii() else _folded(user_text)
+    out, last = [], 0
+    for m in _OPENER.finditer(folded):
+        start, end = (m.start(), m.end()) if origin is None else (origin[m.start()], origin[m.end() - 1] + 1)
+        out += [user_text[last:start], _SAFE[(m.group(1) or "").upper()]]
+        last = end
+    return "".join(out) + user_text[last:]
+
+
+def neutralize_memllm(user_text: str) -> str:
+    """`neutralize`, and MemLLM's triple delimiters escaped: a write model parroting the text writes no triples."""
+    return neutralize(user_text).replace(">>", "\\>\\>").replace(";", "\\;")
 
 
 def retllm_pending_read(generated: str) -> bool:
@@ -164,9 +198,15 @@ class Turn:
     trace: list[dict] = field(default_factory=list)  # {"event": "write"|"read"|"skip"|"error"|"model", ...}
 
 
-def _cut_after_query(text: str, read: MemRead, sep: str) -> int:
-    """End index of a read's query part (just after ':' or ')-->')."""
-    return text.index(sep, read.start) + len(sep)
+def _cut_after_query(text: str, read: MemRead) -> int:
+    """End index of a read's query part (just after ':' or ')-->'), from the parsed call, so an escaped separator
+    inside a term is not taken for it."""
+    return api.read_query_end(text, read)
+
+
+def _error(message: str, text: Any) -> dict:
+    """A trace event for a call that failed: the turn goes on, the user never sees an exception."""
+    return {"event": "error", "message": message, "text": text}
 
 
 class RetLLMController:
@@ -180,9 +220,11 @@ class RetLLMController:
         *,
         max_calls: int = 8,
         max_results: int | None = 30,
+        max_writes: int = 32,
     ):
         self.generator, self.memory, self.prompt_fn, self.max_calls = generator, memory, prompt_fn, max_calls
         self.max_results = max_results  # a broad read on a large memory must not overflow the model's context
+        self.max_writes = max_writes  # per turn: a runaway model cannot write thousands of triples
 
     @classmethod
     def from_model(cls, model: Any, tokenizer: Any, memory: Any, **kw: Any) -> "RetLLMController":
@@ -190,36 +232,52 @@ class RetLLMController:
         return cls(gen, memory, lambda u: chat_prompt(tokenizer, u), **kw)
 
     def chat(self, user_text: str) -> Turn:
+        """One user turn: the model's calls run against the memory; failures are trace events, never exceptions."""
         context = self.prompt_fn(neutralize(user_text))
-        generated, trace = "", []
+        generated, trace, writes, dropped_writes = "", [], 0, 0
         for _ in range(self.max_calls + 1):
             cont, ended = self.generator(context + generated, retllm_pending_read)
             calls = api.parse_retllm(cont)
             read = next((c for c in calls if isinstance(c, MemRead)), None)
             if read is not None:  # anything the model wrote after the query (e.g. a reply of its own) is dropped
-                cont = cont[: _cut_after_query(cont, read, "}:")]
+                cont = cont[: _cut_after_query(cont, read)]
                 calls = [c for c in calls if c.start < read.start] + [read]
             trace.append({"event": "model", "text": cont})
             generated += cont
             for c in calls:
                 if isinstance(c, MemWrite):
                     for t in c.triples:
+                        if writes >= self.max_writes:
+                            dropped_writes += 1
+                            continue
                         try:
                             trace.append({"event": "write", "triple": t, "new": self.memory.write(*t)})
-                        except ValueError as e:
-                            trace.append({"event": "error", "message": str(e), "text": c})
+                            writes += 1
+                        except Exception as e:  # any memory failure is the turn's error event
+                            trace.append(_error(str(e), c))
                 elif isinstance(c, ApiError):
-                    trace.append({"event": "error", "message": c.message, "text": c.text})
+                    trace.append(_error(c.message, c.text))
             if read is None:
                 break
-            results = list(self.memory.read(read.queries[0]))
-            dropped = max(len(results) - self.max_results, 0) if self.max_results is not None else 0
-            results = results[dropped:]  # the newest writes (results come in write order)
-            reply = api.format_retllm_read_reply(results)
-            trace.append({"event": "read", "query": read.queries[0], "results": results, "dropped": dropped})
-            generated += reply
+            try:
+                results = list(self.memory.read(read.queries[0]))
+            except Exception as e:  # the model gets an empty reply, the trace the reason
+                trace.append(_error(str(e), read))
+                results = []
+            else:
+                dropped = max(len(results) - self.max_results, 0) if self.max_results is not None else 0
+                results = results[dropped:]  # the newest writes (results come in write order)
+                trace.append({"event": "read", "query": read.queries[0], "results": results, "dropped": dropped})
+            generated += api.format_retllm_read_reply(results)
             if ended:
                 break
+        if dropped_writes:
+            trace.append(
+                _error(
+                    f"write cap reached: {dropped_writes} writes of this turn dropped (max_writes={self.max_writes})",
+                    None,
+                )
+            )
         return Turn(answer=api.strip_retllm_calls(generated).strip(), model_text=generated, trace=trace)
 
 
@@ -238,8 +296,9 @@ class MemLLMController:
         max_query_tokens: int = 64,
         max_new_tokens: int = 96,
         max_calls: int = 8,
+        max_writes: int = 32,
     ):
-        self.tokenizer, self.memory = tokenizer, memory
+        self.tokenizer, self.memory, self.max_writes = tokenizer, memory, max_writes  # max_writes: per sentence
         self.write_steps, self.read_steps = write_steps, read_steps  # each call: a fresh step of that model
         self.late_stopping, self.max_write_tokens = late_stopping, max_write_tokens  # appendix A: K = 5
         self.max_query_tokens, self.max_new_tokens, self.max_calls = max_query_tokens, max_new_tokens, max_calls
@@ -267,7 +326,7 @@ class MemLLMController:
 
     def write_sentence(self, context: str, sentence: str) -> tuple[list[Triple], list[ApiError]]:
         """Run the write model on one focus sentence (`context`: the text before it) and store what it extracts."""
-        head = generation.write_head(neutralize(context), neutralize(sentence))
+        head = generation.write_head(neutralize_memllm(context), neutralize_memllm(sentence))
         call = generation.write_call(
             self.write_steps(),
             self.tokenizer,
@@ -276,13 +335,17 @@ class MemLLMController:
             max_new_tokens=self.max_write_tokens,
             stats=self.write_ends,
         )
-        stored, errors = [], call.errors
-        for t in call.triples:
+        stored, errors = [], list(call.errors)
+        for t in call.triples[: self.max_writes]:
             try:
                 self.memory.write(*t)
                 stored.append(t)
-            except ValueError as e:
+            except Exception as e:  # any memory failure is reported with the call, never raised
                 errors.append(ApiError(str(e), 0, len(call.text), call.text))
+        if len(call.triples) > self.max_writes:
+            dropped = len(call.triples) - self.max_writes
+            message = f"write cap reached: {dropped} triples dropped (max_writes={self.max_writes})"
+            errors.append(ApiError(message, 0, len(call.text), call.text))
         return stored, errors
 
     def write_document(self, sentences: Sequence[str]) -> list[Triple]:
@@ -328,7 +391,12 @@ class MemLLMController:
                 if q.queries == active
                 else None
             )
-            results = [] if skip else list(dict.fromkeys(self.memory.query_memllm(q.queries)))
+            try:
+                results = [] if skip else list(dict.fromkeys(self.memory.query_memllm(q.queries)))
+            except Exception as e:  # a failed read changes nothing, as one with no result
+                trace.append(_error(str(e), call))
+                logits = out.logits
+                continue
             if skip or not results:
                 trace.append({"event": "skip", "reason": skip or "no result", "text": call})
                 logits = out.logits

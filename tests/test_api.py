@@ -232,3 +232,53 @@ def test_degenerate_call_is_one_error_and_never_reaches_the_user():
     calls = parse_retllm("[MEM_WRITE{a>>b[MEM_WRITE{x>>y>>z}]")
     assert isinstance(calls[0], ApiError) and calls[1] == MemWrite((Triple("x", "y", "z"),), 15, 35)
     assert strip_retllm_calls("[MEM_WRITE{a>>b>>c] ok") == " ok"
+
+
+# ---------------------------------------------------------------------------------------------- issue 13, item 9
+class Scanned(str):
+    """A text that counts the characters the parsers scan or copy through it (str.find, slices)."""
+
+    work = 0
+
+    def find(self, sub, start=0, *end):
+        found = str.find(self, sub, start, *end)
+        Scanned.work += (len(self) if found < 0 else found) - start
+        return found
+
+    def __getitem__(self, key):
+        part = str.__getitem__(self, key)
+        Scanned.work += len(part)
+        return part
+
+
+@pytest.mark.parametrize(
+    "unit",
+    [
+        "[MEM_X]",
+        "({MEM_READ(",
+        "({MEM_WRITE-->Ann>>employer>>Pfizer;Bo>>employer>>Pfizer}) and ",
+        "({MEM_READ(Ann>>employer>>)-->Pfizer}) ",
+        "[MEM_READ{a>>b>>}:{",
+        "[MEM_WRITE{a>>b>>c}] ",
+        "({MEM_WRITE-->a",
+        "[MEM_WRITE{",
+    ],
+)
+def test_parse_and_strip_do_linear_work(unit):
+    """8x the text, 8x the work (was up to 64x: quadratic shapes took 5-10 s at 1 MB); not a timed test."""
+    work = []
+    for n in (2_000, 16_000):
+        text = Scanned((unit * n)[:n])
+        Scanned.work = 0
+        for fn in (parse_retllm, strip_retllm_calls, parse_memllm, strip_memllm_calls):
+            fn(text)
+        work.append(Scanned.work)
+    assert work[1] <= 10 * max(work[0], 1)
+
+
+def test_an_error_ends_where_its_call_does():
+    assert strip_retllm_calls("[MEM_WRITE{a>>b>>c}Paris") == "Paris"  # the "P" is the text's
+    assert strip_retllm_calls("[MEM_READ{a>>b>>}Paris") == "Paris"
+    for text in ("[MEM_WRITE{a>>b>>c}", "x[MEM_READ{a>>b>>}", "({MEM_WRITE-->a>>b>>c}", "[MEM_READ{a>>b>>}:{x>>y>>z}"):
+        for c in parse_retllm(text) + parse_memllm(text):
+            assert 0 <= c.start < c.end <= len(text) and c.text == text[c.start : c.end]
