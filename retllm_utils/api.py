@@ -56,6 +56,7 @@ __all__ = [
     "query_shape",
     "is_memllm_query",
     "read_query_end",
+    "memllm_query_closed",
 ]
 
 RETLLM_WRITE_OPEN = "[MEM_WRITE{"
@@ -429,6 +430,15 @@ def read_query_end(text: str, read: MemRead) -> int:
         return close + 2
     close = _find_unescaped(text, "{}()", read.start + len(MEMLLM_READ_OPEN))
     return close + len(MEMLLM_READ_SEP)
+
+
+def memllm_query_closed(text: str) -> bool:
+    """True when `text` ends with the `)-->` that closes its last `({MEM_READ(` call's queries: where a query decoder
+    stops. A term ending in an escaped parenthesis (`a\\)-->`, the term `a)` before `>>`) does not close it."""
+    start = text.rfind(MEMLLM_READ_OPEN)
+    if start < 0 or not text.endswith(MEMLLM_READ_SEP):
+        return False
+    return _find_unescaped(text, "{}()", start + len(MEMLLM_READ_OPEN)) == len(text) - len(MEMLLM_READ_SEP)
 
 
 def strip_memllm_calls(text: str) -> str:

@@ -18,6 +18,7 @@ from retllm_utils.api import (
     format_retllm_read,
     format_retllm_read_query,
     format_retllm_write,
+    memllm_query_closed,
     parse_memllm,
     parse_retllm,
     query_shape,
@@ -282,3 +283,17 @@ def test_an_error_ends_where_its_call_does():
     for text in ("[MEM_WRITE{a>>b>>c}", "x[MEM_READ{a>>b>>}", "({MEM_WRITE-->a>>b>>c}", "[MEM_READ{a>>b>>}:{x>>y>>z}"):
         for c in parse_retllm(text) + parse_memllm(text):
             assert 0 <= c.start < c.end <= len(text) and c.text == text[c.start : c.end]
+
+
+def test_a_memllm_query_is_closed_only_by_its_own_separator():
+    """Issue 13, item 5: a term `a)` before `>>` escapes as `a\\)-->`; a query decoder must not stop there."""
+    assert memllm_query_closed("x ({MEM_READ(Ann>>born in>>)-->")
+    assert memllm_query_closed("({MEM_READ(a>>b>>c)-->")  # closed, though not a valid query: the caller says so
+    assert not memllm_query_closed(r"({MEM_READ(a\)-->")
+    assert memllm_query_closed(r"({MEM_READ(a\)>>born in>>)-->")
+    assert not memllm_query_closed("({MEM_READ(Ann>>born in>>)-->Paris})")
+    assert not memllm_query_closed("no call )-->")
+    text = format_memllm_read_query([("a)", "r", "")])
+    assert text == r"({MEM_READ(a\)>>r>>)-->" and [
+        i for i in range(len(text) + 1) if memllm_query_closed(text[:i])
+    ] == [len(text)]

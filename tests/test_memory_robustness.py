@@ -4,6 +4,7 @@ lock during embedding, damaged files, bad imports, Unicode identity, SQL variabl
 
 import json
 import os
+import signal
 import sqlite3
 import subprocess
 import sys
@@ -334,3 +335,36 @@ def test_two_writers_and_a_reader_lose_nothing(tmp_path):
         sample = sorted(written)[:: max(len(written) // 20, 1)]
         assert all(m.read((t.subject, "", "")) == [t] for t in sample)
     assert not list(tmp_path.glob("*.tmp"))
+
+
+_KILLED = textwrap.dedent(
+    """
+    import sys
+    from retllm_utils.memory import TripleMemory
+    from retllm_utils.models import NgramEmbedder
+    m = TripleMemory(sys.argv[1], embedder=NgramEmbedder(), index="hnsw")
+    for i in range(10**6):
+        m.write_many([(f"b{i} s{k}", "r", f"b{i} o{k}") for k in range(20)])  # a batch of 20: all or nothing
+        print(i, flush=True)  # after the commit returned
+        if i % 10 == 0:
+            m.save()
+    """
+)
+
+
+def test_kill_9_keeps_every_returned_write_and_no_half_batch(tmp_path):
+    path = tmp_path / "m.sqlite"
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    p = subprocess.Popen([sys.executable, "-c", _KILLED, str(path)], stdout=subprocess.PIPE, env=env, text=True)
+    returned = []
+    for line in p.stdout:  # kill -9 in the middle of writing, once a few dozen batches were committed
+        returned.append(int(line))
+        if len(returned) == 40:
+            p.send_signal(signal.SIGKILL)
+            break
+    p.wait(timeout=30)
+    with TripleMemory(path, embedder=NgramEmbedder(), index="hnsw") as m:
+        batches = {int(t.subject.split()[0][1:]) for t in m}
+        assert set(returned) <= batches  # every write that returned survived
+        assert len(m) == 20 * len(batches)  # a batch the kill interrupted left nothing
+        assert m.read(("b7 s3", "", "")) == [Triple("b7 s3", "r", "b7 o3")]
