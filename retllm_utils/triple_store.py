@@ -258,11 +258,18 @@ class TripleStore:
                 return
 
     def close(self) -> None:
-        """Save the indexes (file-backed memory) and close the database; closing twice is harmless."""
+        """Save the indexes (file-backed memory) and close the database; closing twice is harmless.
+
+        If another writer holds the lock past `busy_timeout`, the indexes are not saved (the next open rebuilds them
+        from the stored vectors) and closing still succeeds.
+        """
         if self._conn is None:
             return
         try:
             self.save()
+        except sqlite3.OperationalError as e:
+            if "locked" not in str(e):
+                raise
         finally:
             self._conn.close()
             self._conn = None

@@ -162,7 +162,15 @@ def test_a_writer_waits_for_another_writers_lock(tmp_path):
             assert m.write("Ann", "knows", "Bo")  # waited for the other writer
         finally:
             timer.join()
+        other.execute("BEGIN IMMEDIATE")  # held past a short busy_timeout: a clear error, nothing written
+        try:
+            with _open(path, busy_timeout=0.2) as quick:
+                with pytest.raises(sqlite3.OperationalError, match=r"m\.sqlite: database is locked"):
+                    quick.write_many([("Cy", "knows", "Di"), ("Ann", "knows", "Eve")])
+        finally:
+            other.execute("ROLLBACK")
             other.close()
+        assert list(m) == [Triple("Ann", "knows", "Bo")]
 
 
 # ---------------------------------------------------------------------------------------------- 4: imports
