@@ -77,11 +77,11 @@ def from_csv(memory: TripleMemory, path: str | os.PathLike, **read_csv_kw: Any) 
     if raw.empty:
         return 0
     header = [str(h) for h in raw.iloc[0]]
-    width = sum(1 for h in header if h != "")
-    if width < raw.shape[1]:  # a data row is wider than the header (the C parser pads the header with "")
-        bad = next(i for i, row in enumerate(raw.itertuples(index=False)) if i and any(row[width:]))
-        raise ValueError(f"{path}, line {bad + 1}: {raw.shape[1]} fields, the header has {width}")
-    df = raw.iloc[1:].set_axis(header, axis=1).reset_index(drop=True)
+    width = max((i + 1 for i, h in enumerate(header) if h), default=0)  # a trailing comma adds an unnamed column
+    wide = (raw.iloc[1:, width:] != "").any(axis=1).to_numpy()
+    if wide.any():  # a value under no header name: refuse rather than shift or drop it
+        raise ValueError(f"{path}, data row {int(wide.argmax()) + 1}: a value beyond the header's {width} columns")
+    df = raw.iloc[1:, :width].set_axis(header[:width], axis=1).reset_index(drop=True)
     return from_dataframe(memory, df)
 
 

@@ -183,7 +183,12 @@ def test_csv_row_with_an_extra_field_is_refused_naming_the_line(tmp_path):
     f.write_text("subject,relation,object\nAnn,knows,Bo\nCy,knows,Di,EXTRA\n")
     with pytest.raises(ValueError, match=r"line 3.*4 fields"):
         m.from_csv(f)
+    f.write_text("subject,relation,object,\nAnn,knows,Bo,\nCy,knows,Di,EXTRA\n")  # a trailing comma in the header
+    with pytest.raises(ValueError, match=r"data row 2: a value beyond the header's 3 columns"):
+        m.from_csv(f)
     assert len(m) == 0
+    f.write_text("subject,relation,object,\nAnn,knows,Bo,\n")
+    assert m.from_csv(f) == 1 and list(m) == [Triple("Ann", "knows", "Bo")]
 
 
 def test_failed_from_sql_leaves_the_callers_transaction_alone():
