@@ -1,6 +1,6 @@
 """The two memory-API text dialects: RET-LLM (2023) and MemLLM (2024), formatted and parsed both ways.
 
-Serves RET-LLM §3.2 (Figure 2's API; notebooks 01–03) and MemLLM §3.2–3.3 (notebooks 04–06).
+Serves RET-LLM §3.2 (Figure 2's API; notebooks 01–03) and MemLLM §3.2–3.3 (notebooks 04–07).
 
 RET-LLM::
 

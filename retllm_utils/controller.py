@@ -1,5 +1,5 @@
 """The controller between user, LLM and memory (RET-LLM §3, Figure 1; MemLLM §3.2): it runs the memory API so the
-user never sees it. RET-LLM: notebooks 03 and 07 and `retllm.evaluation`; MemLLM: a model with notebook 05's adapters.
+user never sees it. RET-LLM: notebooks 03 and 08 and `retllm.evaluation`; MemLLM: a model with notebook 05's adapters.
 
 RET-LLM turn: the model generates; each `[MEM_WRITE{..}]` is stored; on `[MEM_READ{..}:` generation *pauses*
 (a stopping criterion inside `generate`), the controller queries the memory, appends the reply and the closing

@@ -1,7 +1,7 @@
 """The triple memory: (subject, relation, object) rows in SQLite, and both papers' reads over them.
 
 It is RET-LLM's memory (§3.1; the scene memory of notebook 03, Figures 3–5) and MemLLM's (§3.1 read; the read
-results of notebook 04's training data and the memory reads of notebook 06, Table 1); notebook 07 measures it at
+results of notebook 04's training data and the memory reads of notebook 07, Table 1); notebook 08 measures it at
 10k–1M triples. The store itself (SQLite rows, phrase vectors, transactions, writes) is `triple_store.TripleStore`;
 the faiss indexes over its vectors are `phrase_index` (one `PhraseIndex` per kind); DataFrame / CSV / SQL import and
 export are `memory_io`. This module holds what the papers define: the two reads and their thresholds.

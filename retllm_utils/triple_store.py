@@ -1,7 +1,7 @@
 """The triple store under `memory.TripleMemory`: SQLite rows, phrase ids and vectors, transactions, writes.
 
 RET-LLM §3.1 and MemLLM §3.1 both store (subject, relation, object) triples with a vector per phrase; this is
-that store, the part of the memory that survives a restart (notebooks 03, 06, 07). One SQLite database holds the
+that store, the part of the memory that survives a restart (notebooks 03, 07, 08). One SQLite database holds the
 triples, every distinct entity and relation phrase, and each phrase's vector as a float32 BLOB; `phrase_index`
 keeps a faiss index per kind over those vectors. Writes are all or nothing (`_transaction`); other connections'
 commits are picked up (`_sync`, `PRAGMA data_version`). The papers' reads live in `memory`.
