@@ -4,14 +4,20 @@ Each example is rendered once to (text, spans) and tokenized piece by piece, cut
 controller's generator keeps those boundaries at inference (generated ids are kept, the memory's reply is
 tokenized on its own), so training and inference see the same tokens.
 TRL keeps an existing `labels` column as is, so the loss is exactly the masked loss.
+Training reports its progress through `TrainingProgress`: a live bar with the loss in JupyterLab, text lines elsewhere.
 """
 
 from __future__ import annotations
 
+import math
+import os
+import sys
+import time
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import torch
 from datasets import Dataset
+from transformers import TrainerCallback
 
 __all__ = [
     "tokenize_with_spans",
@@ -20,6 +26,8 @@ __all__ = [
     "sft_config",
     "train_lora",
     "supervised_text",
+    "TrainingProgress",
+    "live_frontend",
     "IGNORE",
 ]
 
@@ -131,7 +139,7 @@ def sft_config(
         use_cpu=not cuda and not torch.backends.mps.is_available(),
         lr_scheduler_type=kw.pop("lr_scheduler_type", "cosine"),
         warmup_steps=kw.pop("warmup_steps", 0.05),
-        disable_tqdm=kw.pop("disable_tqdm", True),
+        disable_tqdm=kw.pop("disable_tqdm", True),  # transformers' bars off: train_lora adds TrainingProgress
         # TRL checkpoints activations by default: memory a 135M model does not need, paid for in recompute time.
         # Set under transformers 5's name: TRL's default for the deprecated alias `gradient_checkpointing` is then
         # ignored instead of raising its FutureWarning; a caller's gradient_checkpointing= is taken as the new name.
@@ -142,8 +150,79 @@ def sft_config(
     )
 
 
-def train_lora(model: Any, tokenizer: Any, train_ds: Dataset, args: Any, peft_config: Any = None):
-    """Train a LoRA adapter with SFTTrainer; returns the trainer (its `state.log_history` has the loss curve)."""
+def live_frontend() -> bool:
+    """True in a kernel that a Jupyter server (JupyterLab, Notebook) or Colab displays live: there a widget bar moves.
+
+    papermill's kernel has no live view (it saves a widget's first frame, a bar frozen at 0%), nor has a terminal.
+    """
+    shell = sys.modules.get("IPython") and sys.modules["IPython"].get_ipython()
+    if shell is None or "IPKernelApp" not in shell.config:
+        return False
+    return "JPY_SESSION_NAME" in os.environ or "google.colab" in sys.modules
+
+
+def _duration(seconds: float) -> str:
+    """h:mm:ss or m:ss, as tqdm writes them."""
+    m, s = divmod(int(seconds), 60)
+    return f"{m // 60}:{m % 60:02d}:{s:02d}" if m >= 60 else f"{m}:{s:02d}"
+
+
+class TrainingProgress(TrainerCallback):
+    """Training progress users can see: a tqdm bar with the loss where it updates live, else a text line every N steps.
+
+    The lines (step, %, loss, lr, elapsed, left) go to stdout, so papermill keeps them in the notebook and prints them
+    with `--log-output`; `every=None` prints about 20 lines per training, at logging steps (`logging_steps`).
+    """
+
+    def __init__(self, *, bar: bool | None = None, every: int | None = None, file: Any = None) -> None:
+        self.bar, self.every, self.file = bar, every, file
+        self._tqdm: Any = None
+
+    def on_train_begin(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
+        self._t0, self._printed = time.monotonic(), 0
+        self._every = self.every or max(args.logging_steps, math.ceil(state.max_steps / 20))
+        if self.bar if self.bar is not None else live_frontend():
+            from tqdm.auto import tqdm
+
+            self._tqdm = tqdm(total=state.max_steps, desc="training", unit="step", dynamic_ncols=True)
+
+    def on_step_end(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
+        if self._tqdm is not None:
+            self._tqdm.update(state.global_step - self._tqdm.n)
+
+    def on_log(self, args: Any, state: Any, control: Any, logs: dict | None = None, **kw: Any) -> None:
+        if not logs or "loss" not in logs or not state.is_world_process_zero:
+            return  # the closing summary (train_runtime, ...) has no loss
+        if self._tqdm is not None:
+            self._tqdm.set_postfix(loss=f"{logs['loss']:.4f}", refresh=True)
+            return
+        step, total = state.global_step, state.max_steps
+        if step - self._printed < self._every and step < total:
+            return
+        self._printed = step
+        spent = time.monotonic() - self._t0
+        left = spent / step * (total - step) if step else 0.0
+        lr = f" · lr {logs['learning_rate']:.2e}" if "learning_rate" in logs else ""
+        print(
+            f"step {step}/{total} ({100 * step / total:.0f}%) · loss {logs['loss']:.4f}{lr}"
+            f" · {_duration(spent)} elapsed, ~{_duration(left)} left",
+            file=self.file or sys.stdout,
+            flush=True,
+        )
+
+    def on_train_end(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
+        if self._tqdm is not None:
+            self._tqdm.close()
+            self._tqdm = None
+
+
+def train_lora(
+    model: Any, tokenizer: Any, train_ds: Dataset, args: Any, peft_config: Any = None, *, progress: Any = None
+):
+    """Train a LoRA adapter with SFTTrainer; returns the trainer (its `state.log_history` has the loss curve).
+
+    Progress shows through `progress` (default `TrainingProgress()`) instead of transformers' log-dict printer.
+    """
     from transformers import PrinterCallback
     from trl import SFTTrainer
 
@@ -154,6 +233,8 @@ def train_lora(model: Any, tokenizer: Any, train_ds: Dataset, args: Any, peft_co
         processing_class=tokenizer,
         peft_config=peft_config or lora_config(),
     )
-    trainer.remove_callback(PrinterCallback)  # the log goes to state.log_history (a loss curve), not into notebooks
+    trainer.remove_callback(PrinterCallback)  # raw log dicts; the loss curve stays in state.log_history
+    if args.disable_tqdm:  # else transformers shows its own bar
+        trainer.add_callback(progress or TrainingProgress())
     trainer.train()
     return trainer

@@ -60,3 +60,49 @@ def test_build_sft_dataset_has_trl_columns(tok):
     ds = build_sft_dataset(tok, [READ, WRITE], retllm_example_text, max_length=512)
     assert ds.column_names == ["input_ids", "labels"] and len(ds) == 2
     assert all(len(i) == len(lab) for i, lab in zip(ds["input_ids"], ds["labels"]))
+
+
+@pytest.fixture
+def tiny_model(tok):
+    """A 2-layer Llama of width 16 on SmolLM2's vocabulary: trains in seconds, no download (fresh per test: LoRA
+    is injected in place)."""
+    from transformers import AutoModelForCausalLM, LlamaConfig
+
+    cfg = LlamaConfig(
+        vocab_size=len(tok), hidden_size=16, intermediate_size=32, num_hidden_layers=2, num_attention_heads=2
+    )
+    return AutoModelForCausalLM.from_config(cfg)
+
+
+def test_training_logs_progress_lines(tok, tiny_model, tmp_path, capsys):
+    # outside a live notebook (papermill, a terminal) training prints text lines with the loss, and no bar
+    from retllm_utils.training import lora_config, sft_config, train_lora
+
+    ds = build_sft_dataset(tok, [READ, WRITE, EMPTY] * 4, retllm_example_text, max_length=512)
+    args = sft_config(str(tmp_path), max_steps=4, batch_size=2, logging_steps=1)
+    trainer = train_lora(tiny_model, tok, ds, args, lora_config(r=2, alpha=4))
+    out, err = capsys.readouterr()
+    lines = [line for line in out.splitlines() if line.startswith("step ")]
+    assert [line.split(" · ")[0] for line in lines] == [f"step {i}/4 ({25 * i}%)" for i in range(1, 5)], out
+    assert all(" · loss " in line and " elapsed, ~" in line for line in lines), lines
+    assert "training:" not in err and trainer.state.global_step == 4  # no bar (datasets' map bars aside)
+    assert "{'loss'" not in out  # transformers' log-dict printer stays off
+
+
+def test_training_progress_bar_shows_the_loss(tok, tiny_model, tmp_path, capsys):
+    # where a bar updates live (JupyterLab, Colab) the loss rides on the bar instead of text lines
+    from retllm_utils.training import TrainingProgress, lora_config, sft_config, train_lora
+
+    ds = build_sft_dataset(tok, [READ, WRITE] * 2, retllm_example_text, max_length=512)
+    args = sft_config(str(tmp_path), max_steps=2, batch_size=2, logging_steps=1)
+    train_lora(tiny_model, tok, ds, args, lora_config(r=2, alpha=4), progress=TrainingProgress(bar=True))
+    out, err = capsys.readouterr()
+    assert "training: 100%" in err and "2/2" in err and "loss=" in err, err
+    assert not any(line.startswith("step ") for line in out.splitlines())
+
+
+def test_live_frontend_is_false_outside_a_jupyter_server(monkeypatch):
+    from retllm_utils.training import live_frontend
+
+    monkeypatch.setenv("JPY_SESSION_NAME", "x.ipynb")
+    assert not live_frontend()  # no kernel here: pytest is a terminal
