@@ -8,6 +8,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import tempfile
 import textwrap
 import threading
 import unicodedata
@@ -381,3 +382,47 @@ def test_kill_9_keeps_every_returned_write_and_no_half_batch(tmp_path):
         assert set(returned) <= batches  # every write that returned survived
         assert len(m) == 20 * len(batches)  # a batch the kill interrupted left nothing
         assert m.read(("b7 s3", "", "")) == [Triple("b7 s3", "r", "b7 o3")]
+
+
+_POOL = [
+    ("Ann", "knows", "Bo"),
+    ("Ann", "knows", "Cy"),
+    ("Bo", "met", "Ann"),
+    ("Cy", "met", "Dee"),
+    ("Dee", "knows", "Ann"),
+]
+_OPS = st.tuples(st.sampled_from([0, 1]), st.sampled_from(["write", "delete", "update", "reopen"]), st.integers(0, 4))
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(_OPS, min_size=1, max_size=25))
+def test_two_connections_agree_with_a_set_model(ops):
+    """Writes, deletes, updates and reopens from two connections on one file, interleaved: both see the model."""
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d) / "m.sqlite"
+        conns, model = [_open(path), _open(path)], set()
+        try:
+            for who, op, k in ops:
+                t, other = _POOL[k], _POOL[(k + 1) % len(_POOL)]
+                m = conns[who]
+                if op == "write":
+                    assert m.write(*t) == (t not in model)
+                    model.add(t)
+                elif op == "delete":
+                    assert m.delete(*t) == (t in model)
+                    model.discard(t)
+                elif op == "update" and t in model:
+                    assert m.update(t, other) == (other not in model)
+                    model = (model - {t}) | {other}
+                elif op == "update":
+                    with pytest.raises(KeyError):
+                        m.update(t, other)
+                else:
+                    m.close()
+                    conns[who] = _open(path)
+                for c in conns:
+                    assert {x for x in _POOL if x in c} == model and set(c) == model
+                    assert sorted(c.read(("Ann", "", ""))) == sorted(x for x in model if x[0] == "Ann")
+        finally:
+            for c in conns:
+                c.close()
