@@ -155,7 +155,9 @@ class TripleMemory(TripleStore):
         if any(not s.accepted for s in subs):
             return ReadResult([], subs)
         where = " AND ".join(f"t.{col} = ?" for col, pid in zip("sro", ids) if pid is not None)
-        rows = self._conn.execute(f"{SELECT_TEXT} WHERE {where} ORDER BY t.id", [i for i in ids if i is not None])
+        rows = self._conn.execute(
+            f"{SELECT_TEXT} WHERE {where} ORDER BY t.id", [i for i in ids if i is not None]
+        ).fetchall()
         return ReadResult([Triple(*r) for r in rows], subs)
 
     # ------------------------------------------------------------------------------------------ MemLLM read
@@ -192,7 +194,7 @@ class TripleMemory(TripleStore):
                 f"JOIN phrases ps ON ps.id = t.s JOIN phrases pr ON pr.id = t.r JOIN phrases po ON po.id = t.o "
                 f"WHERE t.{col} IN ({marks(len(chunk))}) AND t.r IN ({marks(len(rel_chunk))})",
                 list(chunk) + list(rel_chunk),
-            )
+            ).fetchall()
             for tid, s, r, o, st, rt, ot in rows:
                 score = (ents[s if subject_query else o] + rels[r]) / 2
                 if score < self.tau_triple:

@@ -45,6 +45,7 @@ BUSY_TIMEOUT = 60.0  # seconds a writer waits for another connection's write tra
 
 ROLES = (("subject", ENTITY), ("relation", RELATION), ("object", ENTITY))
 _EMBED_CHUNK = 8192  # phrases encoded (and held in RAM) at a time
+_LOAD_ROWS = 50_000  # phrase rows read at a time when opening
 _Store = TypeVar("_Store", bound="TripleStore")  # `with TripleMemory(...) as m` keeps m a TripleMemory
 
 _SCHEMA = """
@@ -130,23 +131,53 @@ def check_embedder(conn: sqlite3.Connection, embedder: Any, encode: Any, reembed
     return True
 
 
+def _named(e: sqlite3.Error, where: str) -> sqlite3.Error:
+    """The same error, its message prefixed with the database file (once)."""
+    return e if not where or where in str(e) else type(e)(f"{where}: {e}")
+
+
+class NamedCursor(sqlite3.Cursor):
+    """A cursor whose fetches name the file on a database error (a damaged page is often met only while reading)."""
+
+    def fetchone(self) -> Any:
+        try:
+            return super().fetchone()
+        except sqlite3.DatabaseError as e:
+            raise _named(e, self.connection.where) from e
+
+    def fetchmany(self, size: int = 1) -> list:
+        try:
+            return super().fetchmany(size)
+        except sqlite3.DatabaseError as e:
+            raise _named(e, self.connection.where) from e
+
+    def fetchall(self) -> list:
+        try:
+            return super().fetchall()
+        except sqlite3.DatabaseError as e:
+            raise _named(e, self.connection.where) from e
+
+
 class NamedConnection(sqlite3.Connection):
-    """An SQLite connection whose database errors name the file, so a damaged memory says which one it is."""
+    """An SQLite connection whose database errors name the file, so a damaged memory says which one it is.
+
+    Statements and fetches are covered; iterate a cursor through `fetchmany`/`fetchall`, not `for row in cursor`.
+    """
 
     where = ""
 
     def _named(self, e: sqlite3.Error) -> sqlite3.Error:
-        return e if not self.where or self.where in str(e) else type(e)(f"{self.where}: {e}")
+        return _named(e, self.where)
 
     def execute(self, sql: str, params: Any = (), /) -> sqlite3.Cursor:
         try:
-            return super().execute(sql, params)
+            return self.cursor(NamedCursor).execute(sql, params)
         except sqlite3.DatabaseError as e:
             raise self._named(e) from e
 
     def executemany(self, sql: str, params: Any, /) -> sqlite3.Cursor:
         try:
-            return super().executemany(sql, params)
+            return self.cursor(NamedCursor).executemany(sql, params)
         except sqlite3.DatabaseError as e:
             raise self._named(e) from e
 
@@ -235,8 +266,10 @@ class TripleStore:
         ]
         c.execute("BEGIN")  # one read snapshot: the phrase map, its last id and the indexes agree while others write
         try:
-            for pid, kind, text in c.execute("SELECT id, kind, text FROM phrases"):
-                self._ids[kind][text] = pid
+            cur = c.execute("SELECT id, kind, text FROM phrases")
+            while rows := cur.fetchmany(_LOAD_ROWS):
+                for pid, kind, text in rows:
+                    self._ids[kind][text] = pid
             self._max_id = max((max(ids.values(), default=0) for ids in self._ids), default=0)  # the largest loaded
             for index in self._index:
                 self.index_status[index.name] = index.load_or_build(force=reembedded)
@@ -457,7 +490,7 @@ class TripleStore:
                     Triple(*row)
                     for row in self._conn.execute(
                         f"{SELECT_TEXT} WHERE t.s = ? AND t.r = ? AND t.o != ? ORDER BY t.id", (s, r, o)
-                    )
+                    ).fetchall()
                 ]
                 self._conn.execute("DELETE FROM triples WHERE s = ? AND r = ? AND o != ?", (s, r, o))
             self._insert([t], vecs)

@@ -32,6 +32,18 @@ def _open(path, **kw):
 
 
 # ---------------------------------------------------------------------------------------------- 1: open vs writer
+class Rows(list):
+    """Rows already fetched, served as a cursor serves them."""
+
+    def fetchmany(self, size=1):
+        out = self[:size]
+        del self[:size]
+        return out
+
+    def fetchall(self):
+        return self.fetchmany(len(self))
+
+
 def test_open_racing_a_writer_misses_no_phrase(tmp_path, monkeypatch):
     """A commit that lands while `_open` loads the phrase map is picked up, not lost for the life of the process."""
     path = tmp_path / "m.sqlite"
@@ -52,7 +64,7 @@ def test_open_racing_a_writer_misses_no_phrase(tmp_path, monkeypatch):
                     rows = cur.fetchall()
                     with _open(path) as other:
                         other.write_many(late)
-                    return iter(rows)
+                    return Rows(rows)
                 return cur
 
         return real_connect(*args, factory=Racy, **kw)
@@ -278,13 +290,24 @@ def test_an_empty_or_foreign_file_is_refused_naming_it(tmp_path, content):
 def test_errors_from_a_damaged_database_name_the_file(tmp_path):
     path = tmp_path / "m.sqlite"
     with _open(path) as m:
-        m.write_many([(f"P{i}", "knows", f"Q{i}") for i in range(2000)])
+        m.write_many([(f"P{i}", "knows", f"Q{i}") for i in range(3000)])
+    probe = sqlite3.connect(path)
+    try:
+        size = probe.execute("PRAGMA page_size").fetchone()[0]
+        leaves = [r[0] for r in probe.execute("SELECT pageno FROM dbstat WHERE name = 'triples' AND pagetype = 'leaf'")]
+    except sqlite3.OperationalError:
+        pytest.skip("this SQLite has no dbstat table")
+    finally:
+        probe.close()
     data = bytearray(path.read_bytes())
-    data[4096 * 2 :] = b"\xff" * (len(data) - 4096 * 2)  # every page after the second is garbage
+    for page in leaves:  # the triple table's rows are garbage; the phrases and the indexes are intact
+        data[(page - 1) * size : page * size] = b"\xff" * size
     path.write_bytes(bytes(data))
-    with pytest.raises(sqlite3.DatabaseError, match="m.sqlite"):
-        m = _open(path)
-        len(m), list(m), m.write("New", "knows", "One")
+    with _open(path) as m:  # opening reads only the phrases
+        with pytest.raises(sqlite3.DatabaseError, match=r"m\.sqlite: database disk image is malformed"):
+            list(m)  # met while fetching rows
+        with pytest.raises(sqlite3.DatabaseError, match=r"m\.sqlite: database disk image is malformed"):
+            m.write("New", "knows", "One")  # met while executing a statement
 
 
 def test_memllm_search_past_sqlites_variable_limit():
