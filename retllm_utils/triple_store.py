@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import sqlite3
 import unicodedata
 from pathlib import Path
@@ -63,6 +64,9 @@ SELECT_TEXT = (
 )
 
 
+_ASCII_VISIBLE = re.compile(r"[!-~]")
+
+
 def _visible(c: str) -> bool:
     """Not a space, control or format character (zero-width space, joiners, soft hyphen, BOM)."""
     return unicodedata.category(c)[0] != "Z" and unicodedata.category(c) not in ("Cc", "Cf")
@@ -75,15 +79,21 @@ def _clean_term(value: Any, role: str, where: str, allow_empty: bool = False) ->
     if not isinstance(value, str):
         raise ValueError(f"{role} {value!r} {where} is not a string ({type(value).__name__})")
     value = value.strip()
-    if not value and not allow_empty:
+    if not value:
+        if allow_empty:
+            return value
         raise ValueError(f"{role} {value!r} {where} is empty or whitespace")
+    if value.isascii():  # the common case: no surrogate, already NFC; visible unless only control characters
+        if _ASCII_VISIBLE.search(value) is None:
+            raise ValueError(f"{role} {value!r} {where} has no visible character")
+        return value
     try:
         value.encode("utf-8")
     except UnicodeEncodeError:
         raise ValueError(f"{role} {value!r} {where} holds a lone surrogate: not valid Unicode text") from None
-    if value and not any(map(_visible, value)):
+    if not any(map(_visible, value)):
         raise ValueError(f"{role} {value!r} {where} has no visible character")
-    return value if value.isascii() else unicodedata.normalize("NFC", value)
+    return unicodedata.normalize("NFC", value)
 
 
 def _empty_file(path: Path) -> bool:
