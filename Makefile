@@ -34,10 +34,11 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/ruff check .
 
-# Lint; unit tests; then every notebook on the smoke profile with papermill, and nbval re-runs each executed copy
-# and compares the cells marked NBVAL_CHECK_OUTPUT (seeded outputs must come out the same twice).
+# Lint; unit tests (JupyterLab driven in headless Chromium among them); then every notebook on the smoke profile with
+# papermill, and nbval re-runs each executed copy and compares the cells marked NBVAL_CHECK_OUTPUT (seeded outputs
+# must come out the same twice).
 test: lint
-	$(PY) -m pytest -q tests
+	$(PY) -m pytest -q -rs tests  # -rs: a skipped test (the browser test without Chromium) says why
 	rm -rf $(NBRUN) && $(PY) tools/run_notebooks.py --profile smoke --out $(NBRUN)
 	@if ls $(NBRUN)/*.ipynb >/dev/null 2>&1; then \
 	  $(PY) -m pytest -q -p no:cacheprovider --nbval-lax --nbval-current-env $(NBRUN)/*.ipynb; fi
