@@ -394,7 +394,8 @@ class TripleStore:
         return out
 
     def _reread(self, kind: int, texts: list[str]) -> None:
-        """Inside a transaction: phrases among `texts` that another connection stored but we missed, taken as theirs."""
+        """Inside a transaction, after a unique-constraint conflict: phrases among `texts` that another connection
+        stored but we missed, taken as theirs (ids and vectors)."""
         for chunk in chunks(texts, SQL_CHUNK):
             rows = self._conn.execute(
                 f"SELECT id, text, vec FROM phrases WHERE kind = ? AND text IN ({marks(len(chunk))})", [kind, *chunk]
@@ -408,23 +409,38 @@ class TripleStore:
         """Inside a transaction: ids for `texts`, inserting only the new ones (vectors from `_embed_new`)."""
         known = self._ids[kind]
         new = [t for t in dict.fromkeys(texts) if t not in known]
-        if new:
-            self._reread(kind, new)
-            new = [t for t in new if t not in known]
         for chunk in chunks(new, _EMBED_CHUNK):
-            missing = [t for t in chunk if t not in vecs]
-            if missing:  # not embedded beforehand (should not happen): embed now rather than fail
-                vecs = {**vecs, **dict(zip(missing, self._encode(missing)))}
-            chunk_vecs = np.stack([vecs[t] for t in chunk]).astype(np.float32, copy=False)
-            ids = np.arange(self._max_id + 1, self._max_id + 1 + len(chunk), dtype=np.int64)
-            self._conn.executemany(
-                "INSERT INTO phrases (id, kind, text, vec) VALUES (?, ?, ?, ?)",
-                zip(ids.tolist(), [kind] * len(chunk), chunk, (v.tobytes() for v in chunk_vecs)),
-            )
-            known.update(zip(chunk, ids.tolist()))
-            self._max_id += len(chunk)
-            self._added.append((kind, list(chunk), ids, chunk_vecs))
+            try:
+                self._insert_phrases(kind, list(chunk), vecs)
+            except sqlite3.IntegrityError:  # one was stored by another connection and missed by us: re-read, go on
+                self._reread(kind, list(chunk))
+                self._insert_phrases(kind, [t for t in chunk if t not in known], vecs)
         return known
+
+    def _insert_phrases(self, kind: int, texts: list[str], vecs: dict[str, np.ndarray]) -> None:
+        """Inside a transaction: insert new phrases with the next ids; on a conflict nothing of them is inserted."""
+        if not texts:
+            return
+        missing = [t for t in texts if t not in vecs]
+        if missing:  # not embedded beforehand (should not happen): embed now rather than fail
+            vecs = {**vecs, **dict(zip(missing, self._encode(missing)))}
+        chunk_vecs = np.stack([vecs[t] for t in texts]).astype(np.float32, copy=False)
+        ids = np.arange(self._max_id + 1, self._max_id + 1 + len(texts), dtype=np.int64)
+        c = self._conn
+        c.execute("SAVEPOINT new_phrases")
+        try:
+            c.executemany(
+                "INSERT INTO phrases (id, kind, text, vec) VALUES (?, ?, ?, ?)",
+                zip(ids.tolist(), [kind] * len(texts), texts, (v.tobytes() for v in chunk_vecs)),
+            )
+        except sqlite3.IntegrityError:
+            c.execute("ROLLBACK TO new_phrases")
+            c.execute("RELEASE new_phrases")
+            raise
+        c.execute("RELEASE new_phrases")
+        self._ids[kind].update(zip(texts, ids.tolist()))
+        self._max_id += len(texts)
+        self._added.append((kind, texts, ids, chunk_vecs))
 
     def _insert(self, triples: list[Triple], vecs: list[dict[str, np.ndarray]]) -> int:
         """Inside a transaction: store the (clean) triples; returns how many were new."""
