@@ -17,6 +17,7 @@ and its fingerprint together; temporary files of processes that died are removed
 from __future__ import annotations
 
 import contextlib
+import glob
 import hashlib
 import json
 import os
@@ -111,7 +112,7 @@ def _alive(pid: int) -> bool:
 
 def remove_stale_temps(file: Path, legacy_age_s: float = 600.0) -> None:
     """Delete temporary index files whose writer died (`<file>.<pid>-<tag>.tmp`), and an old shared `<file>.tmp`."""
-    for tmp in file.parent.glob(f"{file.name}.*.tmp"):
+    for tmp in file.parent.glob(f"{glob.escape(file.name)}.*.tmp"):
         pid = tmp.name[len(file.name) + 1 :].split("-", 1)[0]
         if pid.isdigit() and not _alive(int(pid)):
             tmp.unlink(missing_ok=True)

@@ -126,9 +126,9 @@ def test_concurrent_saves_use_their_own_temp_files(tmp_path, monkeypatch):
 
 
 def test_stale_temp_files_of_dead_processes_are_removed(tmp_path):
-    path = tmp_path / "m.sqlite"
-    dead = tmp_path / "m.sqlite.entity.faiss.999999999-0a1b.tmp"  # pid above any pid_max
-    alive = tmp_path / f"m.sqlite.entity.faiss.{os.getppid()}-0a1b.tmp"
+    path = tmp_path / "m[1].sqlite"  # glob characters in the name are taken literally
+    dead = tmp_path / "m[1].sqlite.entity.faiss.999999999-0a1b.tmp"  # pid above any pid_max
+    alive = tmp_path / f"m[1].sqlite.entity.faiss.{os.getppid()}-0a1b.tmp"
     dead.write_bytes(b"x"), alive.write_bytes(b"x")
     with _open(path) as m:
         m.write("Ann", "knows", "Bo")
