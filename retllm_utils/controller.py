@@ -83,8 +83,11 @@ def neutralize(user_text: str) -> str:
 
 
 def neutralize_memllm(user_text: str) -> str:
-    """`neutralize`, and MemLLM's triple delimiters escaped: a write model parroting the text writes no triples."""
-    return neutralize(user_text).replace(">>", "\\>\\>").replace(";", "\\;")
+    """`neutralize`, and MemLLM's triple delimiters escaped: a write model parroting the text writes no triples.
+
+    Backslashes are escaped first, so a user's own `\\;` cannot turn the escape of the `;` into a literal backslash.
+    """
+    return neutralize(user_text).replace("\\", "\\\\").replace(">>", "\\>\\>").replace(";", "\\;")
 
 
 def retllm_pending_read(generated: str) -> bool:

@@ -7,10 +7,12 @@ from collections import Counter
 
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from test_generation import TOK, ScriptedStep
 from transformers import LogitsProcessorList
 
-from retllm_utils.api import Triple, parse_memllm, parse_retllm, read_query_end
+from retllm_utils.api import MemWrite, Triple, parse_memllm, parse_retllm, read_query_end
 from retllm_utils.controller import (
     ForceThenFree,
     HFGenerator,
@@ -18,6 +20,7 @@ from retllm_utils.controller import (
     RetLLMController,
     ScriptedGenerator,
     neutralize,
+    neutralize_memllm,
 )
 from retllm_utils.memllm.generation import ModelStep
 from retllm_utils.memory import TripleMemory
@@ -443,3 +446,10 @@ def test_a_runaway_turn_writes_at_most_max_writes(memory):
         TOK, memory, write_steps=lambda: writer, max_writes=5, max_write_tokens=4000
     ).write_sentence("", "x")
     assert len(stored) == 5 and any("max_writes=5" in e.message for e in errors)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet=st.sampled_from(list("ab >;\\{}()-,MEM_WRITE")), max_size=40))
+def test_a_parroted_memllm_sentence_never_parses_into_triples(text):
+    parroted = "({MEM_WRITE-->" + neutralize_memllm(text) + "})"
+    assert not [t for c in parse_memllm(parroted) if isinstance(c, MemWrite) for t in c.triples]
