@@ -206,6 +206,14 @@ def test_read_query_after_the_forced_opener():
     assert len(step.fed) == len(ids("Text ")) + len(q.ids) - 1  # the last token is left to the caller
 
 
+def test_a_read_query_is_not_cut_at_an_escaped_separator_inside_a_term():
+    # a subject ending in ")--" is written "x\\)--" and then ">>": the text passes through "x\\)-->", which must not
+    # end the query (the call's own ")-->" does)
+    step = ScriptedStep(lambda text: r"x\)-->>r>>)-->" if text.endswith("({MEM_READ(") else "?")
+    q = G.read_query(step, TOK, ids("Text "))
+    assert q.end == "query" and q.queries == [Triple("x)--", "r", "")]
+
+
 @pytest.mark.parametrize(
     "query, end",
     [

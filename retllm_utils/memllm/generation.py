@@ -57,7 +57,6 @@ import torch
 from ..api import (
     MEMLLM_CLOSE,
     MEMLLM_READ_OPEN,
-    MEMLLM_READ_SEP,
     MEMLLM_WRITE_OPEN,
     USER_END,
     USER_ST,
@@ -65,6 +64,7 @@ from ..api import (
     MemRead,
     MemWrite,
     Triple,
+    memllm_query_closed,
     parse_memllm,
 )
 from ..prompts import end_token
@@ -324,7 +324,7 @@ def read_query(step: Step, tokenizer: Any, prefix: Sequence[int] = (), *, max_ne
             return ReadQuery(None, opener + gen, "repeat")
         if len(done) >= MAX_QUERIES:
             return ReadQuery(None, opener + gen, "too many")
-        if text.endswith(MEMLLM_READ_SEP):
+        if memllm_query_closed(text):  # the call's own ")-->", not one escaped inside a term
             calls = parse_memllm(text)
             ok = len(calls) == 1 and isinstance(calls[0], MemRead) and calls[0].results is None
             return ReadQuery(list(calls[0].queries) if ok else None, opener + gen, "query" if ok else "invalid")
