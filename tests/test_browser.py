@@ -2,6 +2,7 @@
 
 Notebook 01 is copied to a temp folder (the committed file is never touched), its parameters cell set to
 `profile = "smoke"` by typing, and run with Run > Run All Cells; notebook 03's committed figure must render.
+A tiny LoRA training in a scratch notebook must show its live progress bar with the loss (training.TrainingProgress).
 Runs write under a temp RETLLM_RUNS. Screenshots land in test-artifacts/browser/ (git-ignored).
 Needs Debian's chromium and chromium-driver (`apt-get install chromium chromium-driver`; .ci/run installs them):
 without them the test is skipped, loudly, unless RETLLM_BROWSER_TEST=required (CI), where it fails.
@@ -30,6 +31,30 @@ SHOTS = ROOT / "test-artifacts" / "browser"
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 CHROMEDRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
 RUN_TIMEOUT = 900  # s for notebook 01 on smoke: kernel start, imports, tokenizer (a first run converts the GGUF)
+
+
+# a scratch notebook: 8 LoRA steps of a 2-layer Llama of width 16 on SmolLM2's vocabulary (seconds)
+TRAINING_CELL = """\
+import datasets
+from transformers import AutoModelForCausalLM, LlamaConfig
+
+from retllm_utils.models import load_model
+from retllm_utils.training import lora_config, sft_config, train_lora
+
+datasets.disable_progress_bars()
+_, tok = load_model("smollm2-135m-instruct", device="cpu")
+cfg = LlamaConfig(vocab_size=len(tok), hidden_size=16, intermediate_size=32, num_hidden_layers=2, num_attention_heads=2)
+ids = tok("Ann Lee works for Pfizer. [MEM_WRITE{Ann Lee>>employed by>>Pfizer}]")["input_ids"]
+ds = datasets.Dataset.from_dict({"input_ids": [ids] * 16, "labels": [ids] * 16})
+args = sft_config("../training_out", max_steps=8, batch_size=2, logging_steps=1)
+trainer = train_lora(AutoModelForCausalLM.from_config(cfg), tok, ds, args, lora_config(r=2, alpha=4))
+"""
+TRAINING_NOTEBOOK = {
+    "cells": [{"cell_type": "code", "metadata": {}, "source": TRAINING_CELL, "outputs": [], "execution_count": None}],
+    "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}},
+    "nbformat": 4,
+    "nbformat_minor": 5,
+}
 
 
 def _missing() -> str | None:
@@ -81,6 +106,7 @@ def lab(tmp_path_factory) -> Iterator[dict]:
     (tmp / "notebooks").mkdir()
     for name in ("01_synthetic_data.ipynb", "03_zero_shot_vs_retllm.ipynb"):
         shutil.copy(ROOT / "notebooks" / name, tmp / "notebooks" / name)
+    (tmp / "notebooks" / "training_progress.ipynb").write_text(json.dumps(TRAINING_NOTEBOOK), encoding="utf-8")
     # every cell in the page (no windowing), so "all cells ran" is checked on all of them; no news prompt
     settings = tmp / "settings" / "@jupyterlab"
     for plugin, value in (
@@ -273,3 +299,24 @@ def test_notebook_03_figure_renders(lab, browser):
     )
     assert size[0] > 200 and size[1] > 100, f"figure of {size} px"
     driver.save_screenshot(str(SHOTS / "03_figure.png"))
+
+
+def test_training_shows_a_live_bar_with_the_loss(lab, browser):
+    driver = browser
+    _open(driver, lab, "training_progress.ipynb")
+    _menu(driver, "Run", "Run All Cells")
+    _wait("training started", lambda: any(p == "[*]:" or _ran(p) for p in _prompts(driver)), 60)
+    try:
+        _wait("training finished", lambda: all(_ran(p) for p in _prompts(driver)), 600, 2)
+    finally:
+        driver.save_screenshot(str(SHOTS / "training_progress_bar.png"))
+    text = driver.execute_script(
+        "return [...document.querySelectorAll('.jp-NotebookPanel:not(.lm-mod-hidden) .jp-OutputArea-output')]"
+        ".map(e => e.innerText).join('\\n')"
+    )
+    assert "Traceback" not in text, text[-2000:]
+    bars = driver.find_elements("css selector", ".jp-NotebookPanel:not(.lm-mod-hidden) .jp-OutputArea .jupyter-widgets")
+    assert bars, f"no progress-bar widget in the output: {text[-800:]!r}"
+    text = text.replace("\u2007", " ")  # tqdm pads the widget's text with figure spaces
+    assert "training: 100%" in text and "8/8" in text and "loss=" in text, f"bar without its loss: {text[-800:]!r}"
+    assert "step 8/8" not in text  # text lines are for papermill and terminals, not under a live bar
