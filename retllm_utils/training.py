@@ -178,6 +178,11 @@ class TrainingProgress(TrainerCallback):
         self.bar, self.every, self.file = bar, every, file
         self._tqdm: Any = None
 
+    @property
+    def _out(self) -> Any:
+        """Where the lines go: `file`, else stdout at call time (papermill and pytest swap it)."""
+        return self.file or sys.stdout
+
     def on_train_begin(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
         self._t0, self._printed = time.monotonic(), 0
         self._every = self.every or max(args.logging_steps, math.ceil(state.max_steps / 20))
@@ -191,8 +196,18 @@ class TrainingProgress(TrainerCallback):
             self._tqdm.update(state.global_step - self._tqdm.n)
 
     def on_log(self, args: Any, state: Any, control: Any, logs: dict | None = None, **kw: Any) -> None:
-        if not logs or "loss" not in logs or not state.is_world_process_zero:
-            return  # the closing summary (train_runtime, ...) has no loss
+        if not logs or not state.is_world_process_zero:
+            return
+        if self._tqdm is None and "train_loss" in logs:  # the closing summary: steps logged every N end short of 100%
+            took = _duration(time.monotonic() - self._t0)
+            print(
+                f"done: {state.global_step} steps · mean loss {logs['train_loss']:.4f} · {took}",
+                file=self._out,
+                flush=True,
+            )
+            return
+        if "loss" not in logs:
+            return
         if self._tqdm is not None:
             self._tqdm.set_postfix(loss=f"{logs['loss']:.4f}", refresh=True)
             return
@@ -206,7 +221,7 @@ class TrainingProgress(TrainerCallback):
         print(
             f"step {step}/{total} ({100 * step / total:.0f}%) · loss {logs['loss']:.4f}{lr}"
             f" · {_duration(spent)} elapsed, ~{_duration(left)} left",
-            file=self.file or sys.stdout,
+            file=self._out,
             flush=True,
         )
 

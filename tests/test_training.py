@@ -85,6 +85,7 @@ def test_training_logs_progress_lines(tok, tiny_model, tmp_path, capsys):
     lines = [line for line in out.splitlines() if line.startswith("step ")]
     assert [line.split(" · ")[0] for line in lines] == [f"step {i}/4 ({25 * i}%)" for i in range(1, 5)], out
     assert all(" · loss " in line and " elapsed, ~" in line for line in lines), lines
+    assert out.splitlines()[-1].startswith("done: 4 steps · mean loss "), out
     assert "training:" not in err and trainer.state.global_step == 4  # no bar (datasets' map bars aside)
     assert "{'loss'" not in out  # transformers' log-dict printer stays off
 
@@ -98,7 +99,7 @@ def test_training_progress_bar_shows_the_loss(tok, tiny_model, tmp_path, capsys)
     train_lora(tiny_model, tok, ds, args, lora_config(r=2, alpha=4), progress=TrainingProgress(bar=True))
     out, err = capsys.readouterr()
     assert "training: 100%" in err and "2/2" in err and "loss=" in err, err
-    assert not any(line.startswith("step ") for line in out.splitlines())
+    assert not any(line.startswith(("step ", "done: ")) for line in out.splitlines())
 
 
 def test_live_frontend_is_false_outside_a_jupyter_server(monkeypatch):
