@@ -1,5 +1,10 @@
 """The triple memory: exact and fuzzy reads (each index kind), MemLLM queries, changes, persistence, the phrase
-index (fingerprint, widening search), import/export."""
+index (fingerprint, widening search), import/export.
+
+Tests taking `make_memory` run on both backends (conftest: SQLite + faiss `TripleMemory` and PostgreSQL + pgvector
+`PgTripleMemory` on a throwaway server; `lsh` is skipped on Postgres, which has no LSH index). Tests marked
+"SQLite + faiss only" check that backend's files: faiss index files, their fingerprints, rebuilds.
+"""
 
 import json
 import random
@@ -40,11 +45,10 @@ def filler(n=300, seed=0):
 
 
 @pytest.fixture
-def mem():
-    m = TripleMemory(embedder=NgramEmbedder(), index="flat")
+def mem(make_memory):
+    m = make_memory(index="flat")
     m.write_many(FACTS)
-    yield m
-    m.close()
+    return m
 
 
 class CountingEmbedder(NgramEmbedder):
@@ -87,8 +91,8 @@ def test_exact_match_wins_over_a_nearer_sounding_phrase(mem):
 
 
 @pytest.mark.parametrize("index", INDEX_KINDS)
-def test_fuzzy_hit_through_each_index(index):
-    m = TripleMemory(embedder=NgramEmbedder(), index=index)
+def test_fuzzy_hit_through_each_index(make_memory, index):
+    m = make_memory(index=index)
     m.write_many(filler() + FACTS)
     res = m.read_explained(("Anne Lee", "employd by", ""))
     assert res.matches == [Triple("Ann Lee", "employed by", "Pfizer")]
@@ -145,8 +149,8 @@ def test_memllm_subject_and_object_queries(mem):
     assert hits[0][1] == pytest.approx((emb[0] @ emb[1] + emb[2] @ emb[3]) / 2, abs=1e-5)
 
 
-def test_memllm_orders_by_score_and_applies_each_threshold():
-    m = TripleMemory(embedder=NgramEmbedder(), index="flat")
+def test_memllm_orders_by_score_and_applies_each_threshold(make_memory):
+    m = make_memory(index="flat")
     m.write_many([("Anne Lee", "employed by", "Moderna"), ("Ann Lee", "employed by", "Pfizer")])
     assert m.query_memllm([("Ann Lee", "employed by", "")]) == ["Pfizer", "Moderna"]  # exact subject first
     assert m.query_memllm([("Ann Lee", "employed by", "")], exact_first=True) == ["Pfizer"]
@@ -165,8 +169,8 @@ def test_memllm_orders_by_score_and_applies_each_threshold():
 
 
 @pytest.mark.parametrize("q_thr, expected", [(6, 5), (5, 0), (4, 0)])
-def test_q_thr_drops_too_broad_queries(q_thr, expected):
-    m = TripleMemory(embedder=NgramEmbedder(), index="flat", q_thr=q_thr)
+def test_q_thr_drops_too_broad_queries(make_memory, q_thr, expected):
+    m = make_memory(index="flat", q_thr=q_thr)
     m.write_many([(f"Employee {c}", "employed by", "Pfizer") for c in "ABCDE"] + [("Ann Lee", "founder of", "Pfizer")])
     assert len(m.query_memllm([("", "employed by", "Pfizer")])) == expected  # dropped at >= q_thr (5 results)
     # a broad query is dropped alone: the other query's results survive
@@ -200,10 +204,10 @@ def test_bad_input_names_the_term_and_writes_nothing(mem, bad, named):
     assert mem.read_explained(("Novartis", "", "")).substitutions[0].stored != "Novartis"
 
 
-def test_failed_batch_rolls_back_sql_and_vectors():
+def test_failed_batch_rolls_back_sql_and_vectors(make_memory):
     """The encoder fails on a relation, after the batch's new entities were inserted: all of it is undone."""
     emb = CountingEmbedder(fail_on="bad relation")
-    m = TripleMemory(embedder=emb, index="flat")
+    m = make_memory(embedder=emb, index="flat")
     m.write_many(FACTS)
     with pytest.raises(RuntimeError):
         m.write_many([("Eve Ng", "employed by", "Novartis"), ("Eve Ng", "bad relation", "Pfizer")])
@@ -218,14 +222,20 @@ def test_failed_batch_rolls_back_sql_and_vectors():
     assert ("Eve Ng", "employed by", "Novartis") in m and len(m) == 5
 
 
-def test_stored_phrases_are_embedded_once(tmp_path):
+def test_stored_phrases_are_embedded_once(make_memory, tmp_path):
     emb = CountingEmbedder()
-    with TripleMemory(tmp_path / "m.sqlite", embedder=emb) as m:
+    with make_memory("m", embedder=emb) as m:
         m.write_many(FACTS)
         m.write_many(FACTS + [("Bo Wu", "founder of", "Pfizer")])
     assert sorted(emb.seen) == sorted(
         {"Ann Lee", "Bo Wu", "Pfizer", "Moderna", "Cy Oda", "employed by", "founder of", "customer of"}
     )
+    with make_memory("m", embedder=emb) as m:  # reopened: nothing re-embedded
+        assert m.read(("Bo Wu", "founder of", "")) == [Triple("Bo Wu", "founder of", "Pfizer")]
+    assert len(emb.seen) == 8
+    if make_memory.backend != "sqlite":
+        return
+    # SQLite + faiss only: a missing index file is rebuilt from the stored vectors, not re-embedded
     (tmp_path / "m.sqlite.entity.faiss").unlink()
     emb.seen.clear()
     with TripleMemory(tmp_path / "m.sqlite", embedder=emb) as m:  # rebuilt from the stored BLOBs
@@ -248,8 +258,8 @@ def test_delete_update(mem):
     assert list(mem) == before
 
 
-def test_replace_object_the_president_changes():
-    m = TripleMemory(embedder=NgramEmbedder(), index="flat")
+def test_replace_object_the_president_changes(make_memory):
+    m = make_memory(index="flat")
     m.write_many(
         [
             ("United States", "president", "Barack Obama"),
@@ -267,8 +277,8 @@ def test_replace_object_the_president_changes():
 
 
 @pytest.mark.parametrize("index", INDEX_KINDS)
-def test_unused_phrases_are_skipped_by_lookups(index):
-    m = TripleMemory(embedder=NgramEmbedder(), index=index)
+def test_unused_phrases_are_skipped_by_lookups(make_memory, index):
+    m = make_memory(index=index)
     m.write_many(filler(100) + [("Ann Lee", "employed by", "Pfizer"), ("Bo Wu", "employed by", "Pfizer Inc")])
     m.delete("Ann Lee", "employed by", "Pfizer")
     # "Pfizer" is still stored (its vector too) but no triple uses it: the next phrase stands in for it
@@ -280,11 +290,10 @@ def test_unused_phrases_are_skipped_by_lookups(index):
 
 
 # ---------------------------------------------------------------------------------------------- aggregation
-def test_aggregation_across_sources(tmp_path):
-    """Facts written from different documents (here: two memory objects on one file) answer one query."""
-    path = tmp_path / "shared.sqlite"
-    doc_a = TripleMemory(path, embedder=NgramEmbedder(), index="hnsw")
-    doc_b = TripleMemory(path, embedder=NgramEmbedder(), index="hnsw")
+def test_aggregation_across_sources(make_memory):
+    """Facts written from different documents (here: two memory objects on one file or schema) answer one query."""
+    doc_a = make_memory("shared", index="hnsw")
+    doc_b = make_memory("shared", index="hnsw")
     doc_a.write_many([("Ann Lee", "employed by", "Pfizer"), ("Ann Lee", "lives in", "Boston")])
     doc_b.write_many([("Bo Wu", "employed by", "Pfizer"), ("Bo Wu", "employed by", "Moderna")])
     assert ("Bo Wu", "employed by", "Moderna") in doc_a  # doc_a picks up phrases doc_b added
@@ -295,38 +304,43 @@ def test_aggregation_across_sources(tmp_path):
         assert m.read(("", "employed by", "Moderna Inc")) == [Triple("Bo Wu", "employed by", "Moderna")]  # fuzzy
     doc_a.close()
     doc_b.close()
-    with TripleMemory(path, embedder=NgramEmbedder(), index="hnsw") as m:
-        assert len(m) == 5 and m.index_status == {"entity": "loaded", "relation": "loaded"}
+    with make_memory("shared", index="hnsw") as m:
+        assert len(m) == 5
+        if make_memory.backend == "sqlite":  # SQLite + faiss only: the saved index files are loaded
+            assert m.index_status == {"entity": "loaded", "relation": "loaded"}
 
 
 # ---------------------------------------------------------------------------------------------- persistence
-def test_persistence_across_reopen(tmp_path):
-    path = tmp_path / "mem.sqlite"
-    with TripleMemory(path, embedder=NgramEmbedder(), index="lsh") as m:
+def test_persistence_across_reopen(make_memory, tmp_path):
+    sqlite = make_memory.backend == "sqlite"
+    index = "lsh" if sqlite else "hnsw"  # each backend's approximate index
+    with make_memory("mem", index=index) as m:
         m.write_many(filler(50) + FACTS)
         m.delete(*FACTS[3])
         expected = list(m)
-    assert (tmp_path / "mem.sqlite.entity.faiss").exists() and (tmp_path / "mem.sqlite.relation.faiss").exists()
-    with TripleMemory(path, embedder=NgramEmbedder(), index="lsh") as m:
+    if sqlite:  # SQLite + faiss only: the index files
+        assert (tmp_path / "mem.sqlite.entity.faiss").exists() and (tmp_path / "mem.sqlite.relation.faiss").exists()
+    with make_memory("mem", index=index) as m:
         assert list(m) == expected and FACTS[3] not in m
-        assert m.index_status == {"entity": "loaded", "relation": "loaded"}
+        if sqlite:
+            assert m.index_status == {"entity": "loaded", "relation": "loaded"}
         assert m.read(("Anne Lee", "", "")) == [Triple(*FACTS[0]), Triple(*FACTS[2])]
-        assert repr(m).startswith(f"TripleMemory({len(expected)} triples") and "lsh" in repr(m)
+        assert repr(m).startswith(f"{type(m).__name__}({len(expected)} triples") and index in repr(m)
     assert "closed" in repr(m)
     with pytest.raises(ValueError, match="closed"):
         m.write(*FACTS[0])
 
 
-def test_reopen_after_a_crash_holds_every_commit(tmp_path):
-    path = tmp_path / "mem.sqlite"
-    m = TripleMemory(path, embedder=NgramEmbedder())
+def test_reopen_after_a_crash_holds_every_commit(make_memory):
+    m = make_memory("mem")
     m.write_many(FACTS)
     m.close()
-    crashed = TripleMemory(path, embedder=NgramEmbedder())
+    crashed = make_memory("mem")
     crashed.write("Dee Ito", "employed by", "Novartis")  # committed, but the index files were never saved
-    m = TripleMemory(path, embedder=NgramEmbedder())
+    m = make_memory("mem")
     assert ("Dee Ito", "employed by", "Novartis") in m and len(m) == 5
-    assert m.index_status["entity"] == "rebuilt (stale)"
+    if make_memory.backend == "sqlite":  # SQLite + faiss only: the stale index file is rebuilt
+        assert m.index_status["entity"] == "rebuilt (stale)"
     assert m.read(("Dee Itoh", "", "")) == [Triple("Dee Ito", "employed by", "Novartis")]
     crashed._conn.close()
     m.close()
@@ -342,6 +356,7 @@ def test_reopen_after_a_crash_holds_every_commit(tmp_path):
     ],
 )
 def test_index_rebuilt_when_missing_or_stale(tmp_path, damage, status):
+    """SQLite + faiss only: the faiss index files and their fingerprints."""
     path = tmp_path / "mem.sqlite"
     efile = tmp_path / "mem.sqlite.entity.faiss"
     with TripleMemory(path, embedder=NgramEmbedder(), index="hnsw") as m:
@@ -365,20 +380,24 @@ def test_index_rebuilt_when_missing_or_stale(tmp_path, damage, status):
         assert m.read(("", "", "Novartiss")) == [Triple("Dee Ito", "employed by", "Novartis")]
 
 
-def test_other_embedder_is_refused_or_reembedded(tmp_path):
-    path = tmp_path / "mem.sqlite"
-    with TripleMemory(path, embedder=NgramEmbedder(256)) as m:
+@pytest.mark.parametrize("index", ["flat", "hnsw"])
+def test_other_embedder_is_refused_or_reembedded(make_memory, index):
+    sqlite = make_memory.backend == "sqlite"
+    with make_memory("mem", embedder=NgramEmbedder(256), index=index) as m:
         m.write_many(FACTS)
     with pytest.raises(ValueError, match="ngram-256.*reembed=True"):
-        TripleMemory(path, embedder=NgramEmbedder(128))
-    with TripleMemory(path, embedder=NgramEmbedder(128), reembed=True) as m:
-        assert m.index_status["entity"] == "rebuilt (reembedded)" and len(m) == 4
+        make_memory("mem", embedder=NgramEmbedder(128), index=index)
+    with make_memory("mem", embedder=NgramEmbedder(128), index=index, reembed=True) as m:
+        assert len(m) == 4 and (not sqlite or m.index_status["entity"] == "rebuilt (reembedded)")
         assert m.read(("Anne Lee", "employed by", "")) == [Triple(*FACTS[0])]
-    with TripleMemory(path, embedder=NgramEmbedder(128)) as m:  # now built with the new one
-        assert m.index_status["entity"] == "loaded"
+        assert m.query_memllm([("Anne Lee", "employed by", "")]) == ["Pfizer"]
+    with make_memory("mem", embedder=NgramEmbedder(128), index=index) as m:  # now built with the new one
+        assert not sqlite or m.index_status["entity"] == "loaded"
+        assert m.read(("", "", "Modernaa")) == [Triple(*FACTS[2]), Triple(*FACTS[3])]
 
 
 # ---------------------------------------------------------------------------------------------- phrase index
+# SQLite + faiss only, down to test_phrase_index_in_memory_is_built_and_never_saved: faiss files and fingerprints.
 def _saved_memory(tmp_path, index="hnsw"):
     """A closed file-backed memory (indexes saved) and a raw connection to its database."""
     path = tmp_path / "mem.sqlite"
@@ -434,9 +453,9 @@ def test_phrase_index_in_memory_is_built_and_never_saved(tmp_path):
 
 
 @pytest.mark.parametrize("index", INDEX_KINDS)
-def test_phrase_index_search_widens_k_and_scores_exactly(index):
+def test_phrase_index_search_widens_k_and_scores_exactly(make_memory, index):
     emb = NgramEmbedder()
-    m = TripleMemory(embedder=emb, index=index)
+    m = make_memory(embedder=emb, index=index)
     near = [f"Ann Lee {i}" for i in range(100)]
     m.write_many([(e, "employed by", "Pfizer") for e in near] + [("Bo Wu", "founder of", "Moderna")])
     ents = m._index[ENTITY]
@@ -467,12 +486,12 @@ TRICKY = [
 ]
 
 
-def test_dataframe_round_trip():
-    m = TripleMemory(embedder=NgramEmbedder())
+def test_dataframe_round_trip(make_memory):
+    m = make_memory()
     m.write_many(FACTS + TRICKY)
     df = m.to_dataframe()
     assert list(df.columns) == ["subject", "relation", "object"] and len(df) == 8
-    m2 = TripleMemory(embedder=NgramEmbedder())
+    m2 = make_memory()
     assert m2.from_dataframe(df.assign(source="doc 1")) == 8  # extra columns are ignored
     pd.testing.assert_frame_equal(m2.to_dataframe(), df)
     with pytest.raises(ValueError, match="lacks column"):
@@ -482,26 +501,26 @@ def test_dataframe_round_trip():
     assert len(m2) == 8
 
 
-def test_csv_round_trip(tmp_path):
-    m = TripleMemory(embedder=NgramEmbedder())
+def test_csv_round_trip(make_memory, tmp_path):
+    m = make_memory()
     m.write_many(FACTS + TRICKY)
     m.to_csv(tmp_path / "t.csv")
-    m2 = TripleMemory(embedder=NgramEmbedder())
+    m2 = make_memory()
     assert m2.from_csv(tmp_path / "t.csv") == 8
     assert list(m2) == list(m)
 
 
-def test_sql_round_trip():
-    m = TripleMemory(embedder=NgramEmbedder())
+def test_sql_round_trip(make_memory):
+    m = make_memory()
     m.write_many(FACTS + TRICKY)
     conn = sqlite3.connect(":memory:")
     m.to_sql(conn, "facts")
-    m2 = TripleMemory(embedder=NgramEmbedder())
+    m2 = make_memory()
     assert m2.from_sql(conn, "facts") == 8 and list(m2) == list(m)
     # a query over a non-textual source: a table of employees with other column names
     conn.execute("CREATE TABLE staff (name TEXT, employer TEXT, since INTEGER)")
     conn.executemany("INSERT INTO staff VALUES (?, ?, ?)", [("Dee Ito", "Novartis", 2019), ("Eve Ng", "Pfizer", 2021)])
-    m3 = TripleMemory(embedder=NgramEmbedder())
+    m3 = make_memory()
     n = m3.from_sql(conn, "SELECT name AS subject, 'employed by' AS relation, employer AS object FROM staff")
     assert n == 2 and m3.read(("", "employed by", "Pfizer")) == [Triple("Eve Ng", "employed by", "Pfizer")]
     with pytest.raises(ValueError, match="object 2019"):  # numbers are not silently turned into text
@@ -523,33 +542,34 @@ def nfc(t):
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.lists(st.tuples(term, term, term), min_size=1, max_size=6))
-def test_csv_and_sql_round_trip_any_text(tmp_path, triples):
-    m = TripleMemory(embedder=NgramEmbedder(64))
-    m.write_many(triples)
-    expected = list(dict.fromkeys(nfc(t) for t in triples))
-    assert list(m) == expected
-    m.to_csv(tmp_path / "t.csv")
-    from_csv = TripleMemory(embedder=NgramEmbedder(64))
-    from_csv.from_csv(tmp_path / "t.csv")
-    assert list(from_csv) == expected
-    conn = sqlite3.connect(":memory:")
-    m.to_sql(conn, "t")
-    from_sql = TripleMemory(embedder=NgramEmbedder(64))
-    from_sql.from_sql(conn, "t")
-    assert list(from_sql) == expected
+def test_csv_and_sql_round_trip_any_text(make_memory, tmp_path, triples):
+    with make_memory(embedder=NgramEmbedder(64)) as m:  # closed per example: hypothesis reuses the factory
+        m.write_many(triples)
+        expected = list(dict.fromkeys(nfc(t) for t in triples))
+        assert list(m) == expected
+        m.to_csv(tmp_path / "t.csv")
+        with make_memory(embedder=NgramEmbedder(64)) as from_csv:
+            from_csv.from_csv(tmp_path / "t.csv")
+            assert list(from_csv) == expected
+        conn = sqlite3.connect(":memory:")
+        m.to_sql(conn, "t")
+        with make_memory(embedder=NgramEmbedder(64)) as from_sql:
+            from_sql.from_sql(conn, "t")
+            assert list(from_sql) == expected
 
 
 # ---------------------------------------------------------------------------------------------- inspection
-def test_inspection(mem):
+def test_inspection(make_memory, mem):
     assert len(mem) == 4 and list(mem) == [Triple(*t) for t in FACTS]
     assert FACTS[0] in mem and Triple(*FACTS[1]) in mem and ("Ann Lee", "employed by", "Moderna") not in mem
     assert "nonsense" not in mem and ("", "", "") not in mem
+    where = "path=':memory:'" if make_memory.backend == "sqlite" else f"where={mem.where!r}"
     assert repr(mem) == (
-        "TripleMemory(4 triples, 5 entities, 3 relations, index='flat', embedder='ngram-256', path=':memory:')"
+        f"{type(mem).__name__}(4 triples, 5 entities, 3 relations, index='flat', embedder='ngram-256', {where})"
     )
     assert mem.tau_entity == NgramEmbedder().thresholds["tau_entity"] and mem.q_thr == 30
     with pytest.raises(ValueError, match="index must be one of"):
-        TripleMemory(embedder=NgramEmbedder(), index="ivf")
+        make_memory(index="ivf")
 
 
 # ---------------------------------------------------------------------------------------------- the real encoder
@@ -572,8 +592,8 @@ def minilm():
     return MiniLM()
 
 
-def test_minilm_merges_synonyms_not_neighbours(minilm):
-    m = TripleMemory(embedder=minilm, index="hnsw")
+def test_minilm_merges_synonyms_not_neighbours(make_memory, minilm):
+    m = make_memory(embedder=minilm, index="hnsw")
     m.write_many(
         [
             ("Joe Biden", "president of", "United States"),
