@@ -10,6 +10,7 @@ Core:
 - `phrase_index`: one faiss index per phrase kind (flat, LSH as RET-LLM, HNSW as MemLLM; notebook 08).
 - `memory_io`: DataFrame / CSV / SQL import and export of a memory.
 - `controller`: user ↔ model ↔ memory, hiding the API (RET-LLM Figures 3–5, notebook 03; MemLLM, notebook 07).
+- `session`: a RET-LLM chat and a MemLLM write/continue pad over live memories, what notebook 09's widgets call.
 - `models`: the offline LLM (SmolLM2 for Alpaca-7B / Mistral-7B) and phrase encoders (MiniLM for Contriever).
 - `prompts`: one prompt format for RET-LLM training and inference (notebooks 02–03).
 - `training`: span-masked LoRA SFT on TRL's SFTTrainer (notebooks 02, 05).
