@@ -20,7 +20,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 # notebooks being edited elsewhere when the cell was written; they take notebook 01's cell 1 next (issue 15)
-PENDING = {"05_docred_finetune_memllm"}  # being re-run in place; gets cell 1 after its run
+PENDING: set[str] = set()  # notebooks whose cell 1 is still the old one (none)
 
 
 def _install_cell(path: Path) -> str:
