@@ -100,3 +100,11 @@ def test_the_readme_memllm_tables_are_the_committed_results():
     readme = (ROOT / "README.md").read_text()
     assert mod.START in readme and mod.END in readme
     assert readme[readme.index(mod.START) : readme.index(mod.END) + len(mod.END)] == mod.block()
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_kernelspec_as_jupyterlab_writes_it(path):
+    # JupyterLab rewrites the kernelspec of the kernel it runs ("Python 3 (ipykernel)", ipykernel's default that
+    # `make install` registers): a different one makes merely opening a notebook mark it modified
+    spec = _load(path)["metadata"]["kernelspec"]
+    assert spec == {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}, path.name

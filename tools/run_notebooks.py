@@ -22,6 +22,8 @@ ROOT = Path(__file__).resolve().parents[1]
 INJECTED = "injected-parameters"  # the tag of the cell papermill adds after the `parameters` cell
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 # tqdm's text fallback of a notebook bar, e.g. "masked:   0%|          | 0/60 [00:00<?, ?it/s]"
+# what JupyterLab writes into a notebook it runs on the kernel `make install` registers (ipykernel's default name)
+KERNELSPEC = {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}
 PROGRESS_BAR = re.compile(r"\d+%\|.*\|\s*\S+/\S+\s*\[")
 
 
@@ -39,7 +41,9 @@ def tidy_in_place(path: Path) -> dict[str, int]:
     - the injected-parameters cell: its `profile = ...` would shadow the parameters cell for anyone who edits
       that cell and re-runs (the run's parameters stay in `metadata.papermill.parameters`);
     - progress-bar widgets frozen at 0% (and the widget state, once no widget view is left);
-    - absolute paths of the machine in `metadata.papermill` (input_path, output_path), made relative to the repo.
+    - absolute paths of the machine in `metadata.papermill` (input_path, output_path), made relative to the repo;
+    - the kernelspec as JupyterLab writes it for the kit's kernel ("Python 3 (ipykernel)"), so opening a notebook
+      does not mark it modified.
     """
     nb = json.loads(path.read_text(encoding="utf-8"))
     n_cells = len(nb["cells"])
@@ -56,6 +60,7 @@ def tidy_in_place(path: Path) -> dict[str, int]:
     for key in ("input_path", "output_path"):
         if meta.get(key) and Path(meta[key]).is_absolute():
             meta[key] = os.path.relpath(meta[key], ROOT)
+    nb["metadata"]["kernelspec"] = dict(KERNELSPEC)
     path.write_text(json.dumps(nb, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
     return {"injected cells": n_cells - len(nb["cells"]), "progress bars": bars}
 
