@@ -41,6 +41,7 @@ __all__ = ["PgTripleMemory", "PG_INDEX_KINDS", "local_server"]
 
 PG_INDEX_KINDS = ("flat", "hnsw")  # pgvector has no LSH index
 FORMAT = "retllm-triple-memory-1"  # the meta row that marks a schema as a memory
+BULK_PHRASES = 1000  # a batch with this many new phrases of a kind (and a quarter of the table) rebuilds its index
 HNSW_MAX_EF = 1000  # pgvector's ceiling for hnsw.ef_search: beyond it the search scans every vector
 _EMBED_CHUNK = 8192  # phrases encoded (and held in RAM) at a time
 _PAGE = 10_000  # triples per page when iterating
@@ -402,12 +403,32 @@ class PgTripleMemory:
             missing = [t for t in new if t not in vecs]
             if missing:  # not embedded beforehand (stored then? phrases are never deleted): embed now, not fail
                 vecs = {**vecs, **dict(zip(missing, self._encode(missing)))}
+            rebuild = self._bulk_index(kind, len(new))
             with c.cursor() as cur, cur.copy("COPY phrases (kind, text, vec) FROM STDIN (FORMAT BINARY)") as copy:
                 copy.set_types(["smallint", "text", "vector"])
                 for t in new:
                     copy.write_row((kind, t, vecs[t]))
+            if rebuild:
+                c.execute(rebuild)
             ids.update(c.execute(sql, (new,)).fetchall())
         return ids
+
+    def _bulk_index(self, kind: int, n_new: int) -> str | None:
+        """Inside a transaction: for a batch that adds at least BULK_PHRASES phrases and a quarter of the table, drop
+        the kind's HNSW index and return its definition, to build it again after the COPY.
+
+        pgvector builds an HNSW index ~15x faster than it inserts into one (measured here: 4,000 384-d vectors, m 32,
+        4.6 s built after vs 71 s inserted one by one); readers of this memory wait for the rebuild's commit.
+        """
+        if n_new < BULK_PHRASES:
+            return None
+        c = self._conn
+        name = f"phrases_{KINDS[kind]}_hnsw"
+        definition = c.execute("SELECT pg_get_indexdef(to_regclass(?))", (name,)).fetchone()[0]
+        if definition is None or 4 * n_new < c.execute("SELECT COALESCE(MAX(id), 0) FROM phrases").fetchone()[0]:
+            return None
+        c.execute(f"DROP INDEX {name}")
+        return definition
 
     def _insert(self, triples: list[Triple], vecs: list[dict[str, np.ndarray]]) -> int:
         """Inside a transaction: store the (clean) triples in their order; returns how many were new."""
