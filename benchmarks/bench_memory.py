@@ -1,4 +1,5 @@
-"""Memory at scale: TripleMemory with flat / lsh / hnsw indexes at 10k, 100k and 1M triples.
+"""Memory at scale: TripleMemory with flat / lsh / hnsw indexes at 10k, 100k and 1M triples; PgTripleMemory
+(PostgreSQL + pgvector, flat / hnsw) with `--backend postgres`.
 
     .venv/bin/python benchmarks/embed_cache.py --sizes 10k 100k 1M     # once: phrase vectors (slow, resumable)
     .venv/bin/python benchmarks/bench_memory.py --sizes 10k 100k 1M    # timings -> results/memory.json
@@ -14,6 +15,13 @@ Per size and index kind, each phase in a fresh process (clean RSS, no warm cache
 Query vectors come from the cache, so lookup latency excludes the encoder; the encoder's own time (one phrase,
 and phrases/s in batches) is measured apart, and embedding time at each size = new phrases / that rate.
 Results merge into results/memory.json by (size, kind), so sizes can be measured in separate runs.
+
+    .venv/bin/python benchmarks/bench_memory.py --backend postgres --sizes 10k --threads 1   # -> memory_postgres.json
+
+`--backend postgres` measures the same workload in PgTripleMemory, one schema per size and index, on the server
+at `--pg-uri` or, without it, on a private pgserver started on `--dir`/pgdata (stopped at the end). Disk is the
+schema's tables with their indexes (pg_total_relation_size); RSS is the client process's only (the server's memory
+is not counted); the save step is nothing (commits are durable). No figure is drawn for it.
 """
 
 from __future__ import annotations
@@ -96,17 +104,53 @@ class TimedEmbedder:
             self.seconds += time.perf_counter() - t0
 
 
-def build_memory(path: Path, kind: str, embedder, triples, batch: int) -> dict:
-    """Write `triples` in batches into a new memory at `path`, then close it (saving the indexes)."""
+def open_memory(target, kind: str, embedder, **kw):
+    """The memory under test: a TripleMemory file, or a PgTripleMemory schema (target "<uri>#<schema>")."""
+    if "#" in str(target):
+        from retllm_utils.pg_memory import PgTripleMemory
+
+        uri, schema = str(target).rsplit("#", 1)
+        return PgTripleMemory(uri, embedder=embedder, index=kind, schema=schema, **kw)
     from retllm_utils.memory import TripleMemory
 
+    return TripleMemory(target, embedder=embedder, index=kind, **kw)
+
+
+def pg_disk(target: str) -> dict[str, float]:
+    """MiB of each table of the memory's schema, with its indexes and TOAST (pg_total_relation_size)."""
+    import psycopg
+
+    uri, schema = target.rsplit("#", 1)
+    with psycopg.connect(uri) as conn:
+        rows = conn.execute(
+            "SELECT c.relname, pg_total_relation_size(c.oid) FROM pg_class c JOIN pg_namespace n "
+            "ON n.oid = c.relnamespace WHERE n.nspname = %s AND c.relkind = 'r'",
+            (schema,),
+        ).fetchall()
+    return {name: size / 2**20 for name, size in rows}
+
+
+def drop_memory(target) -> None:
+    """Remove an earlier build: the SQLite file and its companions, or the Postgres schema."""
+    if "#" in str(target):
+        import psycopg
+
+        uri, schema = str(target).rsplit("#", 1)
+        with psycopg.connect(uri, autocommit=True) as conn:
+            conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+        return
+    for f in mem_files(target):
+        f.unlink(missing_ok=True)
+
+
+def build_memory(path, kind: str, embedder, triples, batch: int) -> dict:
+    """Write `triples` in batches into a new memory at `path`, then close it (saving the indexes)."""
     ents, rels = phrases_of(triples)
     emb = TimedEmbedder(embedder)
-    for f in mem_files(path):
-        f.unlink(missing_ok=True)
+    drop_memory(path)
     rss0 = rss_mib()
     load0 = loadavg()
-    mem = TripleMemory(path, embedder=emb, index=kind)
+    mem = open_memory(path, kind, emb)
     t0 = time.perf_counter()
     for i in range(0, len(triples), batch):
         mem.write_many(triples[i : i + batch])
@@ -116,6 +160,14 @@ def build_memory(path: Path, kind: str, embedder, triples, batch: int) -> dict:
     mem.close()
     save_s = time.perf_counter() - t1
     n = len(triples)
+    if "#" in str(path):
+        disk = {"disk_files_mib": {k: round(v, 1) for k, v in pg_disk(str(path)).items()}}
+        disk["disk_mib"] = sum(pg_disk(str(path)).values())
+    else:
+        disk = {
+            "disk_mib": dir_size_mib(mem_files(path)),
+            "disk_files_mib": {f.name: round(f.stat().st_size / 2**20, 1) for f in mem_files(path) if f.exists()},
+        }
     return {
         "n_triples": n,
         "n_entities": len(ents),
@@ -128,8 +180,7 @@ def build_memory(path: Path, kind: str, embedder, triples, batch: int) -> dict:
         "save_s": save_s,
         "build_rss_mib": rss_built,
         "build_peak_rss_mib": peak_rss_mib(),
-        "disk_mib": dir_size_mib(mem_files(path)),
-        "disk_files_mib": {f.name: round(f.stat().st_size / 2**20, 1) for f in mem_files(path) if f.exists()},
+        **disk,
         "loadavg_build": [load0, loadavg()],
     }
 
@@ -141,7 +192,9 @@ def worker_build(a) -> dict:
     triples = workload(a.size, a.seed, a.queries)[0]
     ents, rels = phrases_of(triples)
     cache.get(ents + rels)  # load the cached vectors now: reading the cache is not the memory's time
-    return build_memory(Path(a.path), a.kind, CachedEmbedder(cache, name, dim, th), triples, a.batch)
+    return build_memory(
+        a.path if "#" in a.path else Path(a.path), a.kind, CachedEmbedder(cache, name, dim, th), triples, a.batch
+    )
 
 
 def _lookups(mem, exact, fuzzy, gt_cos, warm=50):
@@ -179,7 +232,7 @@ def _lookups(mem, exact, fuzzy, gt_cos, warm=50):
 
 
 def query_memory(
-    path: Path, kind: str, embedder, exact, fuzzy, gt, sweep: bool, ef_sweep=EF_SWEEP, nbits_sweep=NBITS_SWEEP
+    path, kind: str, embedder, exact, fuzzy, gt, sweep: bool, ef_sweep=EF_SWEEP, nbits_sweep=NBITS_SWEEP
 ) -> dict:
     """Reopen the memory at `path`, then time exact and fuzzy reads one at a time (and sweep, if asked)."""
     from retllm_utils.memory import TripleMemory
@@ -187,7 +240,7 @@ def query_memory(
     load0 = loadavg()
     rss0 = rss_mib()
     t0 = time.perf_counter()
-    mem = TripleMemory(path, embedder=embedder, index=kind)
+    mem = open_memory(path, kind, embedder)
     reopen_s = time.perf_counter() - t0
     out = {"reopen_s": reopen_s, "reopen_status": dict(mem.index_status), "open_rss_mib": rss_mib() - rss0}
     out.update(_lookups(mem, exact, fuzzy, gt))
@@ -217,7 +270,7 @@ def worker_query(a) -> dict:
     name, dim, th = default_embedder_info(a.encoder)
     emb = DictEmbedder(name, dim, th, z["texts"].tolist(), z["vecs"])
     return query_memory(
-        Path(a.path),
+        a.path if "#" in a.path else Path(a.path),
         a.kind,
         emb,
         [tuple(x) for x in q["exact"]],
@@ -311,6 +364,8 @@ def run_worker(role: str, a, kind: str, n: int, path: Path, extra: list[str] = (
         a.encoder,
         *extra,
     ]
+    if a.backend == "postgres":  # PgTripleMemory's server process inherits nothing: the client is measured alone
+        cmd[cmd.index("--path") + 1] = f"{a.pg_uri}#{path}"
     p = subprocess.run(cmd, capture_output=True, text=True)
     if p.returncode:
         sys.stderr.write(p.stdout + p.stderr)
@@ -420,7 +475,11 @@ def figure(res: dict, stem: str = "memory") -> list[Path]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sizes", nargs="+", default=["10k", "100k", "1M"])
-    ap.add_argument("--kinds", nargs="+", default=KINDS, choices=KINDS)
+    ap.add_argument(
+        "--kinds", nargs="+", default=None, choices=KINDS, help="default: flat lsh hnsw (postgres: flat hnsw)"
+    )
+    ap.add_argument("--backend", choices=["sqlite", "postgres"], default="sqlite")
+    ap.add_argument("--pg-uri", help="postgres: your server's URI (default: a private pgserver on --dir/pgdata)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--queries", type=int, default=1000, help="exact and fuzzy lookups, each")
     ap.add_argument("--threads", type=int, default=2, help="faiss threads (2 = every core here)")
@@ -448,7 +507,19 @@ def main() -> None:
         return
 
     name, dim, th = default_embedder_info(a.encoder)
-    a.out = a.out or ("memory" if a.encoder == "minilm" else f"memory_{a.encoder}")
+    a.kinds = a.kinds or (["flat", "hnsw"] if a.backend == "postgres" else KINDS)
+    if a.backend == "postgres" and "lsh" in a.kinds:
+        raise SystemExit("pgvector has no LSH index: --kinds flat hnsw")
+    suffix = "_postgres" if a.backend == "postgres" else ""
+    a.out = a.out or ("memory" if a.encoder == "minilm" else f"memory_{a.encoder}") + suffix
+    server = None
+    if a.backend == "postgres":
+        a.dir.mkdir(parents=True, exist_ok=True)
+        if not a.pg_uri:
+            from retllm_utils.pg_memory import local_server
+
+            server = local_server(a.dir / "pgdata", cleanup_mode="stop")
+            a.pg_uri = server.get_uri()
     cache = VectorCache(name)
     out_path = RESULTS / f"{a.out}.json"
     res = json.loads(out_path.read_text()) if out_path.exists() else {"runs": []}
@@ -462,8 +533,20 @@ def main() -> None:
             "batch": a.batch,
             "machine": machine(),
             "cache_fill": cache.encode_rate(),
+            "backend": a.backend,
         }
     )
+    if a.backend == "postgres":
+        import psycopg
+
+        with psycopg.connect(a.pg_uri, autocommit=True) as conn:
+            conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+            res["server"] = {
+                "postgres": conn.execute("SHOW server_version").fetchone()[0],
+                "pgvector": conn.execute("SELECT extversion FROM pg_extension WHERE extname = 'vector'").fetchone()[0],
+                "private_pgserver": server is not None,
+                "shared_buffers": conn.execute("SHOW shared_buffers").fetchone()[0],
+            }
     a.dir.mkdir(parents=True, exist_ok=True)
     for size in [] if a.encoder_only else a.sizes:
         n = parse_size(size)
@@ -484,6 +567,8 @@ def main() -> None:
         np.savez(qdir / "q.npz", texts=np.array(terms), vecs=cache.get(terms))
         for kind in a.kinds:
             path = a.dir / f"{size_label(n)}-{kind}{'' if a.encoder == 'minilm' else '-' + a.encoder}.sqlite"
+            if a.backend == "postgres":  # a schema: run_worker passes "<uri>#<schema>"
+                path = Path(f"bench_{size_label(n)}_{kind}{'' if a.encoder == 'minilm' else '_' + a.encoder}".lower())
             print(f"== {size_label(n)} {kind}: load {loadavg()}", flush=True)
             busy = busy_processes()
             if a.no_build and path.exists():
@@ -572,8 +657,10 @@ def main() -> None:
             f"encoder ({name}, {e['threads']} threads): one phrase p50 {e['one_phrase']['p50_ms']:.1f} ms, "
             f"batched {e['batch_phrases_per_s']:.0f} phrases/s (load {e['loadavg'][0]:.2f})"
         )
-    for f in figure(res, a.out):
+    for f in figure(res, a.out) if a.backend == "sqlite" else []:
         print("figure:", os.path.relpath(f))
+    if server is not None:
+        server.cleanup()
     print("results:", os.path.relpath(out_path))
 
 
