@@ -16,6 +16,7 @@ so the lock is held for SQL only; readers never wait. Terms are cleaned as `trip
     server = local_server("runs/pg")             # a private PostgreSQL 16 + pgvector (pgserver); or your server's URI
     mem = PgTripleMemory(server.get_uri(), embedder=load_embedder(), index="hnsw", schema="mw_dev")
     mem.write("Ann Lee", "employed by", "Pfizer")
+    mem = open_memory(backend, "runs/mw_dev.sqlite", index="hnsw")   # backend = "sqlite" | "postgres"
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import warnings
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
@@ -37,7 +39,7 @@ from .models import PAPER_THRESHOLDS
 from .phrase_index import _USED, ENTITY, KINDS, RELATION, chunks, get_meta
 from .triple_store import BUSY_TIMEOUT, SELECT_TEXT, TripleStore
 
-__all__ = ["PgTripleMemory", "PG_INDEX_KINDS", "local_server"]
+__all__ = ["PgTripleMemory", "PG_INDEX_KINDS", "local_server", "open_memory"]
 
 PG_INDEX_KINDS = ("flat", "hnsw")  # pgvector has no LSH index
 FORMAT = "retllm-triple-memory-1"  # the meta row that marks a schema as a memory
@@ -64,11 +66,32 @@ def local_server(path: str | os.PathLike, cleanup_mode: str | None = "stop") -> 
     `.get_uri()` is the URI to pass to `PgTripleMemory`. `cleanup_mode`: "stop" stops the server when the last
     process using it exits, None leaves it running, "delete" also deletes the directory (throwaway servers).
     """
-    import pgserver
+    with warnings.catch_warnings():  # platformdirs warns where XDG_RUNTIME_DIR is unset (containers): harmless
+        warnings.filterwarnings("ignore", message="XDG_RUNTIME_DIR is not set")
+        import pgserver
 
-    path = Path(path).resolve()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    return pgserver.get_server(path, cleanup_mode=cleanup_mode)
+        path = Path(path).resolve()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return pgserver.get_server(path, cleanup_mode=cleanup_mode)
+
+
+def open_memory(
+    backend: str, path: str | os.PathLike | None = None, *, dsn: str | None = None, schema: str = "retllm", **kw: Any
+) -> Any:
+    """A memory of either backend from one switch, so a notebook changes `backend` and nothing else.
+
+    "sqlite": `TripleMemory(path, **kw)` (None: in memory). "postgres": `PgTripleMemory` in `schema` on the server
+    at `dsn`, or, without one, on a private server (`local_server`) whose data directory is `<path>.pgdata`.
+    """
+    if backend == "sqlite":
+        return TripleMemory(path, **kw)
+    if backend != "postgres":
+        raise ValueError(f"backend must be 'sqlite' or 'postgres', got {backend!r}")
+    if dsn is None:
+        if path is None:
+            raise ValueError("a postgres memory needs dsn= (your server) or a path (a private server beside it)")
+        dsn = local_server(f"{path}.pgdata").get_uri()
+    return PgTripleMemory(dsn, schema=schema, **kw)
 
 
 def _named(e: psycopg.Error, where: str) -> psycopg.Error:

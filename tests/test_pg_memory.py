@@ -22,7 +22,7 @@ from retllm_utils.models import NgramEmbedder
 psycopg = pytest.importorskip(
     "psycopg", reason="POSTGRES MEMORY TESTS SKIPPED: psycopg missing (pip install -e .[postgres])"
 )
-from retllm_utils.pg_memory import PgTripleMemory  # noqa: E402
+from retllm_utils.pg_memory import PgTripleMemory, open_memory  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -236,3 +236,20 @@ def test_hnsw_index_is_used_for_fuzzy_reads(pg_uri, schema):
         m.write("Persn 17 Jr", "rel 1", "Company 5")  # a small write goes into the index as it is
         assert m.read_explained(("Persn 17 Jr.", "", "")).substitutions[0].stored == "Persn 17 Jr"
         assert m.read_explained(("Persn 17", "", "")).substitutions[0].stored.startswith("Person 17")
+
+
+def test_one_switch_opens_either_backend(pg_uri, schema, tmp_path):
+    """A notebook changes `backend` only: the same calls, the same answers; without dsn a private server starts."""
+    facts = [("Ann Lee", "employed by", "Pfizer"), ("Bo Wu", "employed by", "Pfizer")]
+    answers = []
+    for backend, kw in (("sqlite", {}), ("postgres", {"dsn": pg_uri, "schema": schema}), ("postgres", {})):
+        with open_memory(backend, tmp_path / "mem.sqlite", embedder=NgramEmbedder(), index="hnsw", **kw) as m:
+            m.write_many(facts)
+            answers.append(
+                (type(m).__name__, m.read(("Anne Lee", "", "")), m.query_memllm([("", "employed by", "Pfizer")]))
+            )
+    assert [a[0] for a in answers] == ["TripleMemory", "PgTripleMemory", "PgTripleMemory"]
+    assert answers[0][1:] == answers[1][1:] == answers[2][1:] == ([Triple(*facts[0])], ["Ann Lee", "Bo Wu"])
+    assert (tmp_path / "mem.sqlite.pgdata" / "PG_VERSION").is_file()  # the private server's data directory
+    with pytest.raises(ValueError, match="backend must be"):
+        open_memory("redis", tmp_path / "x")
