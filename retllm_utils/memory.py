@@ -68,6 +68,13 @@ class ReadResult:
     substitutions: list[Substitution] = field(default_factory=list)
 
 
+def set_thresholds(memory: Any, **given: float | None) -> None:
+    """The reads' thresholds on `memory`: each given value, else its embedder's (`thresholds`), else the paper's."""
+    th = {**PAPER_THRESHOLDS, **(getattr(memory.embedder, "thresholds", None) or {})}
+    for name in ("tau_entity", "tau_relation", "tau_triple", "fuzzy"):
+        setattr(memory, name, th[name] if given.get(name) is None else given[name])
+
+
 class TripleMemory(TripleStore):
     """RET-LLM / MemLLM memory: a SQLite triple table (file or in-memory) plus faiss indexes of its phrases.
 
@@ -110,11 +117,7 @@ class TripleMemory(TripleStore):
             create=create,
             busy_timeout=busy_timeout,
         )
-        th = {**PAPER_THRESHOLDS, **(getattr(self.embedder, "thresholds", None) or {})}
-        self.tau_entity = th["tau_entity"] if tau_entity is None else tau_entity
-        self.tau_relation = th["tau_relation"] if tau_relation is None else tau_relation
-        self.tau_triple = th["tau_triple"] if tau_triple is None else tau_triple
-        self.fuzzy = th["fuzzy"] if fuzzy is None else fuzzy
+        set_thresholds(self, tau_entity=tau_entity, tau_relation=tau_relation, tau_triple=tau_triple, fuzzy=fuzzy)
         self.q_thr = q_thr
         self.hnsw_ef_search = hnsw_ef_search
 

@@ -34,8 +34,7 @@ from pgvector.psycopg import register_vector
 
 from . import memory_io
 from .api import Triple
-from .memory import Q_THR, TripleMemory
-from .models import PAPER_THRESHOLDS
+from .memory import Q_THR, TripleMemory, set_thresholds
 from .phrase_index import _USED, ENTITY, KINDS, RELATION, chunks, get_meta
 from .triple_store import BUSY_TIMEOUT, SELECT_TEXT, TripleStore
 
@@ -292,11 +291,7 @@ class PgTripleMemory:
         info = psycopg.conninfo.conninfo_to_dict(dsn)
         self.where = f"postgres {info.get('host') or 'localhost'}/{info.get('dbname') or ''} schema {schema}"
         self._lock_name = f"retllm-memory:{schema}"
-        th = {**PAPER_THRESHOLDS, **(getattr(embedder, "thresholds", None) or {})}
-        self.tau_entity = th["tau_entity"] if tau_entity is None else tau_entity
-        self.tau_relation = th["tau_relation"] if tau_relation is None else tau_relation
-        self.tau_triple = th["tau_triple"] if tau_triple is None else tau_triple
-        self.fuzzy = th["fuzzy"] if fuzzy is None else fuzzy
+        set_thresholds(self, tau_entity=tau_entity, tau_relation=tau_relation, tau_triple=tau_triple, fuzzy=fuzzy)
         self.q_thr = q_thr
         self.hnsw_ef_search = hnsw_ef_search
         self._ids = [PhraseIds(self, ENTITY), PhraseIds(self, RELATION)]
