@@ -25,10 +25,11 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol, Sequence
 
 import torch
-from transformers import LogitsProcessor, StoppingCriteria, StoppingCriteriaList
+from transformers import LogitsProcessor, LogitsProcessorList, StoppingCriteria, StoppingCriteriaList
 
 from . import api
 from .api import ApiError, MemRead, MemWrite, Triple
+from .copying import AllowedTerms, CopyTerms, allowed_terms
 from .memllm import generation
 from .prompts import chat_prompt, end_token
 
@@ -50,9 +51,12 @@ StepFactory = Callable[[], generation.Step]  # a fresh step (empty KV cache) of 
 
 
 class Generator(Protocol):
-    """Continues `text`; stops at the end token or as soon as `pause(generated_so_far)` is true."""
+    """Continues `text`; stops at the end token or as soon as `pause(generated_so_far)` is true; given `allowed`,
+    call terms copy only those phrases (called with it only by a controller with `copy_names=True`)."""
 
-    def __call__(self, text: str | tuple[str, ...], pause: Pause | None = None) -> tuple[str, bool]: ...
+    def __call__(
+        self, text: str | tuple[str, ...], pause: Pause | None = None, allowed: AllowedTerms | None = None
+    ) -> tuple[str, bool]: ...
 
 
 _OPENER = re.compile(r"\[\s*MEM_|\(\s*\{\s*(MEM|USER)_", re.I)  # in the folded text
@@ -147,8 +151,11 @@ class HFGenerator:
         return self.tokenizer(text, add_special_tokens=False)["input_ids"]
 
     @torch.no_grad()
-    def __call__(self, text: str | tuple[str, ...], pause: Pause | None = None) -> tuple[str, bool]:
-        """`text` as a tuple of pieces tokenizes each piece on its own, e.g. (head, "({MEM_WRITE-->"), as training."""
+    def __call__(
+        self, text: str | tuple[str, ...], pause: Pause | None = None, allowed: AllowedTerms | None = None
+    ) -> tuple[str, bool]:
+        """`text` as a tuple of pieces tokenizes each piece on its own, e.g. (head, "({MEM_WRITE-->"), as training.
+        `allowed`: call terms may only copy these phrases (`copying.CopyTerms`)."""
         if isinstance(text, tuple):
             pieces = [self.tokenizer(piece, add_special_tokens=False)["input_ids"] for piece in text if piece]
             prompt_ids = [i for piece in pieces for i in piece]
@@ -157,6 +164,11 @@ class HFGenerator:
             prompt_ids = self._ids(text)
         ids = torch.tensor([prompt_ids], device=self.model.device)
         stops = StoppingCriteriaList([_PauseCriterion(self.tokenizer, ids.shape[1], pause)] if pause else [])
+        kwargs = dict(self.generate_kwargs)
+        if allowed is not None:
+            kwargs["logits_processor"] = LogitsProcessorList(
+                [*kwargs.get("logits_processor", []), CopyTerms(self.tokenizer, ids.shape[1], allowed)]
+            )
         out = self.model.generate(
             ids,
             attention_mask=torch.ones_like(ids),
@@ -165,7 +177,7 @@ class HFGenerator:
             eos_token_id=self.end_id,
             pad_token_id=self.end_id,
             stopping_criteria=stops,
-            **self.generate_kwargs,
+            **kwargs,
         )
         new = out[0, ids.shape[1] :].tolist()
         ended = self.end_id in new
@@ -183,7 +195,10 @@ class ScriptedGenerator:
     def __init__(self, respond: Callable[[str], str]):
         self.respond = respond
 
-    def __call__(self, text: str | tuple[str, ...], pause: Pause | None = None) -> tuple[str, bool]:
+    def __call__(
+        self, text: str | tuple[str, ...], pause: Pause | None = None, allowed: AllowedTerms | None = None
+    ) -> tuple[str, bool]:
+        """`allowed` is ignored: a script says what it says."""
         full = self.respond(text if isinstance(text, str) else "".join(text))
         if pause:
             for i in range(1, len(full) + 1):
@@ -224,8 +239,10 @@ class RetLLMController:
         max_calls: int = 8,
         max_results: int | None = 30,
         max_writes: int = 32,
+        copy_names: bool = False,
     ):
         self.generator, self.memory, self.prompt_fn, self.max_calls = generator, memory, prompt_fn, max_calls
+        self.copy_names = copy_names  # call terms copy the user's words or stored phrases (`copying`; beyond the paper)
         self.max_results = max_results  # a broad read on a large memory must not overflow the model's context
         self.max_writes = max_writes  # per turn: a runaway model cannot write thousands of triples
 
@@ -236,10 +253,12 @@ class RetLLMController:
 
     def chat(self, user_text: str) -> Turn:
         """One user turn: the model's calls run against the memory; failures are trace events, never exceptions."""
-        context = self.prompt_fn(neutralize(user_text))
+        user_text = neutralize(user_text)
+        context = self.prompt_fn(user_text)
+        copy = {"allowed": allowed_terms(user_text, self.memory)} if self.copy_names else {}
         generated, trace, writes, dropped_writes = "", [], 0, 0
         for _ in range(self.max_calls + 1):
-            cont, ended = self.generator(context + generated, retllm_pending_read)
+            cont, ended = self.generator(context + generated, retllm_pending_read, **copy)
             calls = api.parse_retllm(cont)
             read = next((c for c in calls if isinstance(c, MemRead)), None)
             if read is not None:  # anything the model wrote after the query (e.g. a reply of its own) is dropped
@@ -263,14 +282,26 @@ class RetLLMController:
             if read is None:
                 break
             try:
-                results = list(self.memory.read(read.queries[0]))
+                if hasattr(self.memory, "read_explained"):  # the trace says which stored phrase stood in for a term
+                    res = self.memory.read_explained(read.queries[0])
+                    results, subs = list(res.matches), [s._asdict() for s in res.substitutions]
+                else:
+                    results, subs = list(self.memory.read(read.queries[0])), []
             except Exception as e:  # the model gets an empty reply, the trace the reason
                 trace.append(_error(str(e), read))
                 results = []
             else:
                 dropped = max(len(results) - self.max_results, 0) if self.max_results is not None else 0
                 results = results[dropped:]  # the newest writes (results come in write order)
-                trace.append({"event": "read", "query": read.queries[0], "results": results, "dropped": dropped})
+                trace.append(
+                    {
+                        "event": "read",
+                        "query": read.queries[0],
+                        "results": results,
+                        "dropped": dropped,
+                        "substitutions": subs,
+                    }
+                )
             generated += api.format_retllm_read_reply(results)
             if ended:
                 break

@@ -102,3 +102,47 @@ def test_evaluate_retllm_end_to_end_with_a_scripted_generator(monkeypatch):
     table = ev.summarize(df)
     assert table.loc["all", "n"] == 3 and table.loc["all", "answer_acc"] == 0.5
     assert list(table.index) == ["per", "org_rel", "write", "all"]
+    # the scripted calls copy the user's words and the answers name stored people: nothing invented
+    assert table.loc["all", "invented_rate"] == 0.0
+
+
+@pytest.mark.parametrize(
+    "answer, names_ok, facts_ok",
+    [
+        ("Ann Lee is employed by Pfizer. Bo Wu is employed by Pfizer.", True, True),
+        ("Ann Lee and Bo Wu are employed by Pfizer.", True, True),
+        ("Ann Lee and Bo Wu are customers of Pfizer.", True, False),  # right people, wrong relation
+        ("Ann Lee is employed by Pfizer. Bo Wu works there too.", True, False),  # Bo Wu's fact not stated
+        ("Ann Lee is employed by Pfizer.", False, False),
+    ],
+)
+def test_facts_score_is_stricter_than_names(answer, names_ok, facts_ok):
+    assert ev.answer_correct(answer, READ) is names_ok
+    assert ev.facts_correct(answer, READ) is facts_ok
+
+
+def test_invented_names_in_calls_and_answers_are_recorded():
+    rec = ev._record(WRITE, "", "", [], "[MEM_WRITE{Eve Poe>>employed by>>BMW}][MEM_WRITE{Eve Po>>employed by>>BMW}]")
+    assert rec["invented"] == ["Eve Poe"] and rec["n_terms"] == 4
+    rec = ev._record(READ, READ["api"], "Ann Lee is employed by Pfizer. Al Bo is employed by Pfizer.", [], "")
+    assert rec["invented"] == ["Al Bo"]
+
+
+def test_a_false_substitution_is_a_stand_in_other_than_the_gold_term():
+    subs = [
+        {"role": "subject", "term": "Pierre Patel", "stored": "Parisa Patel", "accepted": True},
+        {"role": "object", "term": "Pfizer Inc.", "stored": "Pfizer", "accepted": True},
+        {"role": "subject", "term": "Dee Rae", "stored": "Dee Ray", "accepted": False},
+    ]
+    row = {**READ, "query": ["Pierre Patel", "", "Pfizer"]}
+    assert ev.false_substitutions(subs, row) == ["Pierre Patel -> Parisa Patel"]
+
+
+def test_intervals_bracket_the_rate_and_shrink_with_more_examples():
+    import pandas as pd
+
+    small = pd.DataFrame({"query_type": ["per"] * 10, "api_em": [True] * 8 + [False] * 2})
+    big = pd.DataFrame({"query_type": ["per"] * 1000, "api_em": [True] * 800 + [False] * 200})
+    a, b = ev.with_intervals(small, ["api_em"]).loc["per"], ev.with_intervals(big, ["api_em"]).loc["per"]
+    assert a["api_em_lo"] < 0.8 < a["api_em_hi"] and b["api_em_lo"] < 0.8 < b["api_em_hi"]
+    assert b["api_em_hi"] - b["api_em_lo"] < (a["api_em_hi"] - a["api_em_lo"]) / 3

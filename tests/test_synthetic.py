@@ -1,24 +1,51 @@
 """The synthetic RET-LLM data set: reproducible bytes, disjoint people, replies and answers that follow the scene."""
 
+import dataclasses
 import re
+import string
 from collections import Counter
 
 import pytest
 
-from retllm_utils.api import ApiError, MemRead, MemWrite, Triple, format_retllm_write, parse_retllm, query_shape
+from retllm_utils.api import (
+    ApiError,
+    MemRead,
+    MemWrite,
+    Triple,
+    format_retllm_read_query,
+    format_retllm_read_reply,
+    format_retllm_write,
+    parse_retllm,
+    query_shape,
+)
 from retllm_utils.paths import DATA
 from retllm_utils.prompts import retllm_example_text
 from retllm_utils.retllm import synthetic
+from retllm_utils.retllm.phrasings import (
+    FORMS,
+    JOIN_THREE,
+    JOIN_TWO,
+    PARAPHRASE_FORMS,
+    PARAPHRASE_QUESTIONS,
+    PARAPHRASE_TYPOS,
+    QUESTIONS,
+)
 from retllm_utils.retllm.profiles import PROFILES
 from retllm_utils.retllm.synthetic import (
     NO_ANSWER,
+    PHRASINGS,
     QUERY_TYPES,
     RELATIONS,
+    SPLITS,
+    answer_sentence,
+    dataset_meta,
     join_names,
     load_names,
     load_synthetic,
+    lookup,
     make_dataset,
     save_dataset,
+    stated_facts,
 )
 
 SHAPES = {
@@ -51,39 +78,53 @@ def _people(rows):
 
 
 def test_same_seed_gives_byte_identical_files(tmp_path):
-    a = save_dataset(make_dataset(7, 40, 10, 20), tmp_path / "a", {"seed": 7})
-    b = save_dataset(make_dataset(7, 40, 10, 20), tmp_path / "b", {"seed": 7})
-    c = save_dataset(make_dataset(8, 40, 10, 20), tmp_path / "c", {"seed": 8})
-    for split in ("train", "validation", "test"):
+    a = save_dataset(make_dataset(7, 40, 10, 20, 12), tmp_path / "a", {"seed": 7})
+    b = save_dataset(make_dataset(7, 40, 10, 20, 12), tmp_path / "b", {"seed": 7})
+    c = save_dataset(make_dataset(8, 40, 10, 20, 12), tmp_path / "c", {"seed": 8})
+    assert SPLITS == ("train", "validation", "test", "paraphrase")
+    for split in SPLITS:
         assert (a / f"{split}.jsonl").read_bytes() == (b / f"{split}.jsonl").read_bytes()
         assert (a / f"{split}.jsonl").read_bytes() != (c / f"{split}.jsonl").read_bytes()
         assert (
-            len((a / f"{split}.jsonl").read_text().splitlines()) == {"train": 40, "validation": 10, "test": 20}[split]
+            len((a / f"{split}.jsonl").read_text().splitlines())
+            == {
+                "train": 40,
+                "validation": 10,
+                "test": 20,
+                "paraphrase": 12,
+            }[split]
         )
     files = sorted(p.relative_to(a) for p in a.rglob("*") if p.is_file())
     assert files == sorted(p.relative_to(b) for p in b.rglob("*") if p.is_file())
     assert all((a / f).read_bytes() == (b / f).read_bytes() for f in files)  # the arrow files too
     from datasets import load_from_disk
 
-    assert load_from_disk(str(a))["test"].to_list() == make_dataset(7, 40, 10, 20)["test"].to_list()
+    again = make_dataset(7, 40, 10, 20, 12)
+    for split in SPLITS:
+        assert load_from_disk(str(a))[split].to_list() == again[split].to_list()
 
 
-def test_test_split_does_not_depend_on_train_size():
-    assert make_dataset(1, 40, 10, 20)["test"].to_list() == make_dataset(1, 90, 10, 20)["test"].to_list()
+def test_held_out_splits_do_not_depend_on_train_size():
+    a, b = make_dataset(1, 40, 10, 20, 12), make_dataset(1, 90, 10, 20, 12)
+    for split in ("validation", "test", "paraphrase"):
+        assert a[split].to_list() == b[split].to_list()
+    c = make_dataset(1, 40, 10, 20, 30)  # nor validation and test on the paraphrase split's size
+    assert a["test"].to_list() == c["test"].to_list() and a["validation"].to_list() == c["validation"].to_list()
+
+
+def _whole(p: str) -> re.Pattern:
+    return re.compile(r"(?<![\w'-])" + re.escape(p) + r"(?![\w'-])")  # "Ma" is not in "Martin"
 
 
 def test_people_are_disjoint_across_splits(dd):
     people = {s: _people(dd[s]) for s in dd}
+    assert set(people) == set(SPLITS)
     assert all(len(p) > 100 for p in people.values())
-    assert not people["train"] & people["test"]
-    assert not people["train"] & people["validation"]
-    assert not people["validation"] & people["test"]
+    for i, a in enumerate(SPLITS):
+        for b in SPLITS[i + 1 :]:
+            assert not people[a] & people[b], (a, b)
     train_text = " ".join(r["user"] + r["api"] + r["reply"] + r["answer"] for r in dd["train"])
-
-    def whole(p: str) -> re.Pattern:
-        return re.compile(r"(?<![\w'-])" + re.escape(p) + r"(?![\w'-])")  # "Ma" is not in "Martin"
-
-    assert not [p for p in people["test"] if whole(p).search(train_text)]
+    assert not [p for s in ("test", "paraphrase") for p in people[s] if _whole(p).search(train_text)]
 
 
 def test_every_query_shape_and_relation_is_present(dd):
@@ -146,8 +187,12 @@ def test_write_examples_make_one_call_per_person(dd):
         people = [t[0] for t in r["triples"]]
         assert len(set(people)) == len(people) == len(calls)
         assert all(p in r["user"] for p in people)
-        assert {(t[1], t[2]) for t in r["triples"]} == {(RELATIONS[r["relation"]], r["triples"][0][2])}
-        assert r["triples"][0][2] in r["user"]
+        pairs = {(t[1], t[2]) for t in r["triples"]}
+        if r["phrasing"] == "multi_fact":  # several (relation, organisation), the first the row's relation
+            assert len(pairs) >= 2 and r["triples"][0][1] == RELATIONS[r["relation"]]
+        else:
+            assert pairs == {(RELATIONS[r["relation"]], r["triples"][0][2])}
+        assert all(t[2] in r["user"] for t in r["triples"])
         assert not any(t in r["memory"] for t in r["triples"])  # the memory before the write
         assert r["reply"] == r["answer"] == "" and r["query"] == []
         sizes[len(people)] += 1
@@ -178,29 +223,57 @@ _PREDICATES = {
 _SENTENCE = re.compile(r"(.+?) (" + "|".join(_PREDICATES) + r") (.+)\.")
 
 
-def test_answers_name_every_result_with_agreement(dd):
+def _said(answer: str) -> tuple[list[list[str]], int]:
+    """The facts an answer states, parsed independently of `stated_facts`, and how many sentences were plural."""
+    said, plural = [], 0
+    for sentence in answer.split(". "):
+        m = _SENTENCE.fullmatch(sentence if sentence.endswith(".") else sentence + ".")
+        assert m, answer
+        subj, pred, org = m.groups()
+        names = re.split(r", and |, | and ", subj)
+        assert subj == (
+            names[0]
+            if len(names) == 1
+            else " and ".join(names)
+            if len(names) == 2
+            else ", ".join(names[:-1]) + ", and " + names[-1]
+        )
+        assert pred.startswith("are ") == (len(names) > 1), answer
+        plural += len(names) > 1
+        said += [[n, _PREDICATES[pred], org] for n in names]
+    return said, plural
+
+
+def test_answers_state_every_result_one_sentence_per_fact_in_reply_order(dd):
+    for r in _rows(dd):
+        if r["kind"] != "read" or not r["triples"]:
+            continue
+        said, plural = _said(r["answer"])
+        assert said == r["triples"] and plural == 0, r["answer"]
+        assert stated_facts(r["answer"]) == set(map(tuple, r["triples"]))
+
+
+def test_grouped_answers_name_every_result_with_agreement(dd):
     plural = 0
     for r in _rows(dd):
         if r["kind"] != "read" or not r["triples"]:
             continue
-        said = []
-        for sentence in r["answer"].split(". "):
-            m = _SENTENCE.fullmatch(sentence if sentence.endswith(".") else sentence + ".")
-            assert m, r["answer"]
-            subj, pred, org = m.groups()
-            names = re.split(r", and |, | and ", subj)
-            assert subj == (
-                names[0]
-                if len(names) == 1
-                else " and ".join(names)
-                if len(names) == 2
-                else ", ".join(names[:-1]) + ", and " + names[-1]
-            )
-            assert pred.startswith("are ") == (len(names) > 1), r["answer"]
-            plural += len(names) > 1
-            said += [[n, _PREDICATES[pred], org] for n in names]
-        assert sorted(said) == sorted(r["triples"]), r["answer"]
+        answer = answer_sentence(r["triples"], grouped=True)
+        said, p = _said(answer)
+        plural += p
+        assert sorted(said) == sorted(r["triples"]), answer
+        assert stated_facts(answer) == set(map(tuple, r["triples"]))
     assert plural > 50
+
+
+def test_stated_facts_reads_nothing_into_other_words():
+    assert stated_facts("I don't know.") == set()
+    assert stated_facts("Ann Lee works with Pfizer.") == set()
+    assert stated_facts("Ann Lee and Bo Wu are customers of L'Oreal. Cy is a manager of BMW.") == {
+        ("Ann Lee", "customer of", "L'Oreal"),
+        ("Bo Wu", "customer of", "L'Oreal"),
+        ("Cy", "manager of", "BMW"),
+    }
 
 
 def test_all_api_text_round_trips(dd):
@@ -253,3 +326,202 @@ def test_load_synthetic_builds_once_then_loads(tmp_path, monkeypatch):
     assert (tmp_path / "smoke" / "test.jsonl").stat().st_mtime_ns == stamp  # loaded, not rebuilt
     other = load_synthetic("smoke", seed=1)
     assert other["test"].to_list() != first["test"].to_list()
+
+
+# ------------------------------------------------------------------------------------------ paraphrase split
+@pytest.fixture(scope="module")
+def cpu_para():
+    """The cpu profile's paraphrase split (its people depend on the sizes of test and validation, not of train)."""
+    p = PROFILES["cpu"]
+    return make_dataset(0, 0, p["n_val"], p["n_test"], p["n_paraphrase"])["paraphrase"]
+
+
+def _norm(text: str) -> str:
+    """Case and punctuation do not make a new phrasing."""
+    return " ".join(re.findall(r"[a-z0-9{}]+", text.lower()))
+
+
+def _fill(template: str) -> str:
+    return template.format(P="Ann Lee", X="Ann Lee", O="Acme")
+
+
+def _training_templates() -> set[str]:
+    out = {t for qs in QUESTIONS.values() for t in qs}
+    for f in FORMS.values():
+        out |= {*f.write_sg, *f.write_pl, *f.per_rel, *f.rel, *f.org_rel}
+    return out
+
+
+def _paraphrase_templates(typos: bool | None = None) -> set[str]:
+    """Every paraphrase template; only those with typos (True) or only those without (False)."""
+    out = set()
+    if typos is not True:
+        out |= {t for qs in PARAPHRASE_QUESTIONS.values() for t in qs}
+    if typos is not False:
+        out |= {t for qs in PARAPHRASE_TYPOS.values() for t in qs}
+    for p in PARAPHRASE_FORMS.values():
+        for f in dataclasses.fields(p):
+            if typos is None or f.name.startswith("typo_") == typos:
+                out |= set(getattr(p, f.name))
+    return out
+
+
+def _words(text: str) -> set[str]:
+    return set(re.findall(r"[a-z]+", re.sub(r"\{\w\}", " ", text.lower())))
+
+
+def test_no_paraphrase_is_a_training_template():
+    train, para = _training_templates(), _paraphrase_templates()
+    assert len(para) > 200
+    assert not para & train
+    assert not {_norm(t) for t in para} & {_norm(t) for t in train}
+    filled = {_norm(_fill(t)) for t in train}  # nor the same sentence once the names are in
+    assert not [t for t in para if _norm(_fill(t)) in filled]
+
+
+def test_paraphrase_tables_cover_every_relation_and_query_type_with_the_right_slots():
+    assert set(PARAPHRASE_FORMS) == set(RELATIONS)
+    assert set(PARAPHRASE_QUESTIONS) == set(PARAPHRASE_TYPOS) == set(QUESTIONS) == {"per", "per_org", "org"}
+    slots = {"per": {"X"}, "per_org": {"X", "O"}, "org": {"O"}, "per_rel": {"X"}, "rel": set(), "org_rel": {"O"}}
+
+    def names(t: str) -> set[str]:
+        return {f for _, f, _, _ in string.Formatter().parse(t) if f is not None}
+
+    for table in (PARAPHRASE_QUESTIONS, PARAPHRASE_TYPOS):
+        for q, ts in table.items():
+            assert ts and all(names(t) == slots[q] for t in ts), q
+    for p in PARAPHRASE_FORMS.values():
+        for f in dataclasses.fields(p):
+            ts = getattr(p, f.name)
+            want = slots.get(f.name.removeprefix("typo_"), {"P", "O"})
+            assert len(ts) >= 4 and all(names(t) == want for t in ts), f.name
+            if f.name.startswith(("write", "passive")):  # clauses of a multi-fact statement start with a name
+                assert all(t.startswith("{") and t.endswith(".") for t in ts), f.name
+    for j in (*JOIN_TWO, *JOIN_THREE):
+        assert j.endswith(".")
+
+
+def test_every_typo_template_has_a_misspelt_word():
+    correct = set().union(*map(_words, _training_templates() | _paraphrase_templates(typos=False)))
+    typos = _paraphrase_templates(typos=True)
+    assert len(typos) >= 50
+    assert not [t for t in typos if not _words(t) - correct]
+
+
+def test_paraphrase_split_has_the_profiles_size():
+    assert all(PROFILES[p]["n_paraphrase"] == n for p, n in {"smoke": 8, "cpu": 120, "gpu": 600}.items())
+    smoke = PROFILES["smoke"]
+    meta = dataset_meta(0, **{k: smoke[k] for k in ("n_train", "n_val", "n_test", "n_paraphrase")})
+    assert meta["n_paraphrase"] == 8
+    dd = make_dataset(**meta)
+    assert {s: dd[s].num_rows for s in dd} == {"train": 40, "validation": 10, "test": 20, "paraphrase": 8}
+    gpu = PROFILES["gpu"]  # the shipped name lists hold the gpu profile's people, paraphrase pool included
+    first, last = load_names(DATA / "first_names.txt"), load_names(DATA / "last_names.txt")
+    sizes = {"train": gpu["n_train"], "validation": gpu["n_val"], "test": gpu["n_test"], "paraphrase": 600}
+    pools = synthetic._name_pools(0, first, last, sizes, (3, 8))
+    assert len(pools["paraphrase"]) == 600 * 9 and not set(pools["paraphrase"]) & set(pools["train"])
+
+
+def test_cpu_paraphrase_split_is_balanced_like_the_others(cpu_para):
+    assert cpu_para.num_rows == PROFILES["cpu"]["n_paraphrase"]
+    kinds = Counter(cpu_para["query_type"])
+    assert kinds["write"] == 30 and all(kinds[t] == 15 for t in QUERY_TYPES), kinds
+    assert {r["relation"] for r in cpu_para if r["kind"] == "write"} == set(RELATIONS)
+    misses = Counter(r["query_type"] for r in cpu_para if r["kind"] == "read" and not r["triples"])
+    assert set(misses) == set(QUERY_TYPES)
+    shapes = Counter((r["kind"], r["phrasing"]) for r in cpu_para)
+    assert {p for _, p in shapes} == set(PHRASINGS) - {"template"}
+    assert shapes[("write", "multi_fact")] >= 0.1 * kinds["write"]
+    typo_types = {r["query_type"] for r in cpu_para if r["phrasing"] == "typo"}
+    assert typo_types == set(QUERY_TYPES)
+
+
+def test_other_splits_are_said_with_the_training_templates(dd):
+    for split in ("train", "validation", "test"):
+        assert set(dd[split]["phrasing"]) == {"template"}
+    assert set(dd["paraphrase"]["phrasing"]) == set(PHRASINGS) - {"template"}
+
+
+def _check_gold(r):
+    if r["kind"] == "read":
+        assert r["triples"] == lookup(r["memory"], r["query"])
+        assert r["api"] == format_retllm_read_query(r["query"])
+        assert r["reply"] == format_retllm_read_reply(r["triples"])
+        assert r["answer"] == answer_sentence(r["triples"])
+        [call] = parse_retllm(r["api"] + r["reply"])
+        assert isinstance(call, MemRead) and call.queries == (Triple(*r["query"]),)
+        assert call.results == tuple(Triple(*t) for t in r["triples"])
+        assert r["query"][0] in r["user"] and r["query"][2] in r["user"]  # no typo inside a name
+        return
+    calls = parse_retllm(r["api"])
+    assert all(isinstance(c, MemWrite) for c in calls)
+    assert [list(c.triples[0]) for c in calls] == r["triples"]
+    assert r["reply"] == r["answer"] == "" and r["query"] == []
+    assert not any(t in r["memory"] for t in r["triples"])
+    assert r["triples"][0][1] == RELATIONS[r["relation"]]
+    # every triple in sentence order: each person named once, later triples' people further on
+    at = []
+    for p, _, o in r["triples"]:
+        [m] = list(_whole(p).finditer(r["user"]))
+        at.append(m.start())
+        assert o in r["user"]
+    assert at == sorted(at), r["user"]
+
+
+def test_paraphrase_gold_is_computed_as_for_test(dd, cpu_para):
+    rows = [*dd["paraphrase"], *cpu_para]
+    for r in rows:
+        _check_gold(r)
+    for r in dd["test"]:
+        _check_gold(r)
+
+
+def test_multi_fact_statements_mix_relations_and_organisations(cpu_para):
+    multi = [r for r in cpu_para if r["phrasing"] == "multi_fact"]
+    assert len(multi) >= 3
+    for r in multi:
+        pairs = list(dict.fromkeys((t[1], t[2]) for t in r["triples"]))
+        assert 2 <= len(pairs) <= 3
+        assert len(r["triples"]) == len({t[0] for t in r["triples"]})
+    assert any(len({t[1] for t in r["triples"]}) > 1 for r in multi)  # different relations in one statement
+    assert any(len({t[2] for t in r["triples"]}) > 1 for r in multi)  # different organisations in one statement
+    assert any(len({(t[1], t[2]) for t in r["triples"]}) == 3 for r in multi)  # three clauses
+    others = [r for r in cpu_para if r["kind"] == "write" and r["phrasing"] != "multi_fact"]
+    assert all(len({(t[1], t[2]) for t in r["triples"]}) == 1 for r in others)
+
+
+def test_no_paraphrase_row_says_what_the_training_generator_would(dd, cpu_para):
+    questions = _training_templates() - {t for f in FORMS.values() for t in (*f.write_sg, *f.write_pl)}
+    for r in [*dd["paraphrase"], *cpu_para]:
+        if r["phrasing"] == "multi_fact":
+            continue  # several clauses: no training template states more than one (relation, organisation)
+        if r["kind"] == "write":
+            [(_, o)] = {(t[1], t[2]) for t in r["triples"]}
+            forms = FORMS[r["relation"]]
+            people = join_names([t[0] for t in r["triples"]])
+            said = {_norm(t.format(P=people, O=o)) for t in (*forms.write_sg, *forms.write_pl)}
+        else:
+            x, _, o = r["query"]
+            said = {_norm(t.format(X=x, O=o)) for t in questions}
+        assert _norm(r["user"]) not in said, r["user"]
+
+
+def test_typo_questions_keep_the_names_whole(cpu_para):
+    correct = set().union(*map(_words, _training_templates() | _paraphrase_templates(typos=False)))
+    typos = [r for r in cpu_para if r["phrasing"] == "typo"]
+    assert len(typos) >= 20
+    for r in typos:
+        x, _, o = r["query"]
+        rest = r["user"]
+        for name in (x, o):
+            if name:
+                assert rest.count(name) == 1  # verbatim, once
+                rest = rest.replace(name, " ")
+        assert _words(rest) - correct, r["user"]  # the typo is outside the names
+
+
+def test_paraphrase_split_is_deterministic_for_a_seed():
+    a = make_dataset(5, 10, 10, 20, 30)["paraphrase"].to_list()
+    assert a == make_dataset(5, 10, 10, 20, 30)["paraphrase"].to_list()
+    assert a != make_dataset(6, 10, 10, 20, 30)["paraphrase"].to_list()
+    assert [r["id"] for r in a] == [f"paraphrase-{i:05d}" for i in range(30)]

@@ -1,9 +1,9 @@
-"""Write the README's MemLLM result tables from the committed results (results/06_table4.json, 07_table1.json).
+"""Write the README's result tables from the committed results (results/03_retllm.json, 06_table4.json, 07_table1.json).
 
     .venv/bin/python tools/readme_results.py           # rewrite the block between the markers in README.md
     .venv/bin/python tools/readme_results.py --check   # exit 1 if README.md is not what the results give (tests)
 
-Notebooks 06 and 07 write the JSON on the cpu profile; the README's numbers are never typed by hand.
+Notebooks 03, 06 and 07 write the JSON on the cpu profile; the README's numbers are never typed by hand.
 """
 
 from __future__ import annotations
@@ -16,6 +16,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 README, RESULTS = ROOT / "README.md", ROOT / "results"
 START, END = "<!-- memllm-results:start (tools/readme_results.py) -->", "<!-- memllm-results:end -->"
+RET_START, RET_END = "<!-- retllm-results:start (tools/readme_results.py) -->", "<!-- retllm-results:end -->"
+QUERY_TYPES = ("per", "per_org", "per_rel", "org", "rel", "org_rel")
 
 
 def _f(x: float | None, nd: int = 3) -> str:
@@ -77,8 +79,55 @@ def intervals(rows: list[dict]) -> list[str]:
     return out
 
 
+def _ci(r: dict, m: str) -> str:
+    if r.get(m) is None:
+        return "–"
+    return f"{r[m]:.2f} [{r[m + '_lo']:.2f}, {r[m + '_hi']:.2f}]" if r.get(m + "_lo") is not None else f"{r[m]:.2f}"
+
+
+def retllm_tables(res: dict) -> list[str]:
+    """RET-LLM per query type, with 95% bootstrap intervals: the test split, the paraphrase split, the baselines."""
+    cols = [q for q in (*QUERY_TYPES, "write") if q in res["test"]]
+    out = [
+        f"Held-out test people ({res['test']['all']['n']:.0f} examples) and the paraphrase split "
+        f"({res['paraphrase']['all']['n']:.0f} examples, phrasings the training never used); "
+        f"{res['setup']}. Answer = the facts the answer states equal the memory's; 95% bootstrap intervals:",
+        "",
+        "| | " + " | ".join(f"`{q}`" for q in cols) + " |",
+        "|---" * (len(cols) + 1) + "|",
+    ]
+    for split, label in (("test", "test"), ("paraphrase", "paraphrase")):
+        for m, name in (("api_em", "API-call exact match"), ("facts_acc", "answer (facts)")):
+            cells = [_ci(res[split].get(q, {}), m) for q in cols]
+            out.append(f"| RET-LLM, {label}: {name} | " + " | ".join(cells) + " |")
+    for name, table in res.get("baselines", {}).items():
+        for m, label in (("api_em", "API-call exact match"), ("facts_acc", "answer (facts)")):
+            cells = [_ci(table.get(q, {}), m) for q in cols]
+            if any(c != "–" for c in cells):
+                out.append(f"| {name}: {label} | " + " | ".join(cells) + " |")
+    out += [
+        "",
+        "| | invented names (share of examples) | false stand-ins (share of examples) |",
+        "|---|---|---|",
+    ]
+    for name, r in res["rates"].items():
+        out.append(f"| {name} | {r['invented_rate']:.3f} | {r['false_sub_rate']:.3f} |")
+    return out
+
+
+def retllm_block() -> str:
+    """The README's RET-LLM block the committed results give."""
+    lines = [RET_START, ""]
+    f = RESULTS / "03_retllm.json"
+    if f.is_file():
+        lines += retllm_tables(json.loads(f.read_text())) + [""]
+    else:
+        lines += ["(no results/03_retllm.json yet: run notebook 03 on the cpu profile)", ""]
+    return "\n".join(lines + [RET_END])
+
+
 def block() -> str:
-    """The README block the committed results give."""
+    """The README's MemLLM block the committed results give."""
     lines = [START, ""]
     t4, t1 = RESULTS / "06_table4.json", RESULTS / "07_table1.json"
     if t4.is_file():
@@ -101,15 +150,16 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--check", action="store_true", help="only check that README.md is up to date")
     args = ap.parse_args()
-    text = README.read_text()
-    if START not in text or END not in text:
-        print(f"README.md has no {START} ... {END} block", file=sys.stderr)
-        return 1
-    a, b = text.index(START), text.index(END) + len(END)
-    new = text[:a] + block() + text[b:]
+    text = new = README.read_text()
+    for start, end, make in ((RET_START, RET_END, retllm_block), (START, END, block)):
+        if start not in new or end not in new:
+            print(f"README.md has no {start} ... {end} block", file=sys.stderr)
+            return 1
+        a, b = new.index(start), new.index(end) + len(end)
+        new = new[:a] + make() + new[b:]
     if args.check:
         if new != text:
-            print("README.md's MemLLM results differ from results/*.json: run tools/readme_results.py", file=sys.stderr)
+            print("README.md's results differ from results/*.json: run tools/readme_results.py", file=sys.stderr)
             return 1
         return 0
     README.write_text(new)

@@ -8,29 +8,40 @@ the user-facing answer. The zero-shot baseline gets the same facts as plain stat
 
 - API exact match compares *calls*, parsed and re-formatted, with the gold calls: a read's query must be the
   gold `[MEM_READ{..}:`, a write's calls the gold `[MEM_WRITE{..}]` sequence, in order.
-- An answer is right when the set of names/organisations it mentions equals the gold answer's (matched as
-  whole words among the scene's entities and the question's terms); a no-match question needs an answer
-  that names none of them.
+- An answer is right (`answer_ok`) when the set of names/organisations it mentions equals the gold answer's
+  (matched as whole words among the scene's entities and the question's terms); a no-match question needs an
+  answer that names none of them. Stricter, `facts_ok`: the (person, relation, organisation) facts the answer
+  states (`synthetic.stated_facts`) are exactly the gold results, so naming the right people under the wrong
+  relation or organisation counts as wrong.
+- Invented names: call terms (subjects and objects written or queried) that are neither words of the user's
+  message nor, for reads, phrases stored in the memory (`copying.invented_terms`), and answer facts naming
+  someone or something the memory's reply and the message never named.
+- Intervals: 95% percentile bootstrap over examples, per query type (`with_intervals`).
 """
 
 from __future__ import annotations
 
 from typing import Any, Iterable, Mapping, Sequence
 
+import numpy as np
 import pandas as pd
 from tqdm.auto import tqdm
 
 from .. import api
 from ..api import MemRead, MemWrite
-from ..controller import HFGenerator, RetLLMController
+from ..controller import HFGenerator, RetLLMController, neutralize
+from ..copying import allowed_terms, invented_terms
 from ..memory import TripleMemory
 from ..metrics import PRF, whole_word
 from ..prompts import chat_prompt, end_token
-from .synthetic import QUERY_TYPES, RELATIONS, answer_sentence
+from .synthetic import QUERY_TYPES, RELATIONS, answer_sentence, stated_facts
 
 __all__ = [
     "mentioned",
     "answer_correct",
+    "facts_correct",
+    "with_intervals",
+    "false_substitutions",
     "predicted_api",
     "scene_memory",
     "evaluate_retllm",
@@ -76,6 +87,13 @@ def answer_correct(answer: str, row: Mapping[str, Any]) -> bool:
     return got == want and (bool(want) or bool(answer.strip()))
 
 
+def facts_correct(answer: str, row: Mapping[str, Any]) -> bool:
+    """The answer states exactly the gold facts (a no-match question: `answer_correct`'s rule)."""
+    if not row["triples"]:
+        return answer_correct(answer, row)
+    return stated_facts(answer) == {tuple(t) for t in row["triples"]}
+
+
 def predicted_api(model_text: str) -> str:
     """The calls in a model turn, re-formatted: writes in order, or the first read's query (what the model chose)."""
     calls = api.parse_retllm(model_text)
@@ -92,7 +110,22 @@ def scene_memory(row: Mapping[str, Any], embedder: Any, index: str = "flat", **k
     return memory
 
 
-def _record(row: Mapping[str, Any], pred_api: str, answer: str, written: Sequence[Sequence[str]]) -> dict:
+_ROLE = {"subject": 0, "relation": 1, "object": 2}
+
+
+def false_substitutions(subs: Sequence[Mapping[str, Any]], row: Mapping[str, Any]) -> list[str]:
+    """Accepted fuzzy stand-ins that are not the gold query's term: another person, organisation or relation."""
+    gold = row["query"] or ["", "", ""]
+    return [f"{s['term']} -> {s['stored']}" for s in subs if s["accepted"] and s["stored"] != gold[_ROLE[s["role"]]]]
+
+
+def _record(
+    row: Mapping[str, Any], pred_api: str, answer: str, written: Sequence[Sequence[str]], model_text: str
+) -> dict:
+    allowed = allowed_terms(neutralize(row["user"]), row["memory"])
+    bad, n_terms = invented_terms(model_text, allowed)
+    named = {x for t in row["memory"] for x in (t[0], t[2])} | allowed.write
+    bad += [x for f in stated_facts(answer) for x in (f[0], f[2]) if x not in named]
     rec = {
         "id": row["id"],
         "kind": row["kind"],
@@ -102,9 +135,12 @@ def _record(row: Mapping[str, Any], pred_api: str, answer: str, written: Sequenc
         "pred_api": pred_api,
         "api_em": pred_api == row["api"],
         "answer": answer,
+        "invented": bad,
+        "n_terms": n_terms,
     }
     if row["kind"] == "read":
         rec["answer_ok"] = answer_correct(answer, row)
+        rec["facts_ok"] = facts_correct(answer, row)
     else:
         prf = PRF.of_sets(map(tuple, written), map(tuple, row["triples"]))
         rec["write_precision"], rec["write_recall"] = prf.precision, prf.recall
@@ -120,16 +156,24 @@ def evaluate_retllm(
     max_new_tokens: int = 128,
     index: str = "flat",
     desc: str = "RET-LLM",
+    copy_names: bool = False,
+    memory_kw: Mapping[str, Any] | None = None,
 ) -> pd.DataFrame:
-    """Every example through the controller with its scene in memory; one record per example."""
+    """Every example through the controller with its scene in memory; one record per example.
+
+    `copy_names`: call terms copy the user's words or stored phrases (`copying`); `memory_kw`: TripleMemory options
+    (e.g. fuzzy thresholds)."""
     rows = list(rows)
     gen = HFGenerator(model, tokenizer, max_new_tokens=max_new_tokens)
     out = []
     for row in tqdm(rows, desc=desc, leave=False):
-        memory = scene_memory(row, embedder, index)
-        turn = RetLLMController(gen, memory, lambda u: chat_prompt(tokenizer, u)).chat(row["user"])
+        memory = scene_memory(row, embedder, index, **(memory_kw or {}))
+        ctl = RetLLMController(gen, memory, lambda u: chat_prompt(tokenizer, u), copy_names=copy_names)
+        turn = ctl.chat(row["user"])
         written = [e["triple"] for e in turn.trace if e["event"] == "write"]
-        out.append(_record(row, predicted_api(turn.model_text), turn.answer, written))
+        subs = [s for e in turn.trace if e["event"] == "read" for s in e["substitutions"]]
+        rec = _record(row, predicted_api(turn.model_text), turn.answer, written, turn.model_text)
+        out.append({**rec, "substitutions": subs, "false_substitutions": false_substitutions(subs, row)})
     return pd.DataFrame(out)
 
 
@@ -171,7 +215,7 @@ def generate_batch(
 
 def zero_shot_qa_prompt(row: Mapping[str, Any]) -> str:
     """RET-LLM Figure 3's zero-shot input: the instruction, every statement of the scene, the question."""
-    return ZERO_SHOT_QA.format(facts=answer_sentence(row["memory"]), question=row["user"])
+    return ZERO_SHOT_QA.format(facts=answer_sentence(row["memory"], grouped=True), question=row["user"])
 
 
 def evaluate_zero_shot(
@@ -204,25 +248,66 @@ def evaluate_zero_shot(
     out = []
     for row, api_text in zip(rows, api_texts):
         written = [t for c in api.parse_retllm(api_text) if isinstance(c, MemWrite) for t in c.triples]
-        out.append(_record(row, predicted_api(api_text), answers.get(row["id"], ""), written))
+        out.append(_record(row, predicted_api(api_text), answers.get(row["id"], ""), written, api_text))
     return pd.DataFrame(out)
 
 
 def summarize(df: pd.DataFrame) -> pd.DataFrame:
-    """Per query type (and writes): n, API exact match, answer accuracy, write precision/recall."""
+    """Per query type (and writes): n, API exact match, answer accuracy (names; facts), write precision/recall,
+    and the share of examples with an invented name or a false stand-in."""
     order = [q for q in (*QUERY_TYPES, "write") if q in set(df["query_type"])]
-    if "answer_ok" in df:
-        df = df.assign(answer_ok=df["answer_ok"].astype(float))
+    df = df.assign(**{c: df[c].astype(float) for c in ("answer_ok", "facts_ok") if c in df})
+    if "invented" in df:
+        df = df.assign(invented_rate=df["invented"].map(bool).astype(float))
+    if "false_substitutions" in df:
+        df = df.assign(false_sub_rate=df["false_substitutions"].map(bool).astype(float))
     g = df.groupby("query_type")
     table = pd.DataFrame({"n": g.size(), "api_em": g["api_em"].mean()})
-    if "answer_ok" in df:
-        table["answer_acc"] = g["answer_ok"].mean()
+    for col, name in (("answer_ok", "answer_acc"), ("facts_ok", "facts_acc")):
+        if col in df:
+            table[name] = g[col].mean()
     if "write_precision" in df:
         table["write_precision"] = g["write_precision"].mean()
         table["write_recall"] = g["write_recall"].mean()
+    for col in ("invented_rate", "false_sub_rate"):
+        if col in df:
+            table[col] = g[col].mean()
     table = table.reindex(order)
     total = {"n": len(df), "api_em": df["api_em"].mean()}
-    if "answer_ok" in df:
-        total["answer_acc"] = df["answer_ok"].dropna().mean()
+    for col, name in (("answer_ok", "answer_acc"), ("facts_ok", "facts_acc")):
+        if col in df:
+            total[name] = df[col].dropna().mean()
+    for col in ("invented_rate", "false_sub_rate"):
+        if col in df:
+            total[col] = df[col].mean()
     table.loc["all"] = pd.Series(total)
     return table
+
+
+_METRIC_COLUMN = {"api_em": "api_em", "answer_acc": "answer_ok", "facts_acc": "facts_ok"}
+
+
+def with_intervals(
+    df: pd.DataFrame,
+    metrics: Sequence[str] = ("api_em", "answer_acc", "facts_acc"),
+    *,
+    n_boot: int = 1000,
+    seed: int = 0,
+) -> pd.DataFrame:
+    """Per query type: each metric with its 95% percentile-bootstrap interval over examples (lo, hi columns)."""
+    rng = np.random.default_rng(seed)
+    rows = {}
+    for qtype, part in [*df.groupby("query_type", sort=False), ("all", df)]:
+        rec = {"n": len(part)}
+        for m in metrics:
+            col = _METRIC_COLUMN[m]
+            if col not in part:
+                continue
+            x = part[col].dropna().astype(float).to_numpy()
+            if not len(x):
+                continue
+            boots = x[rng.integers(0, len(x), size=(n_boot, len(x)))].mean(axis=1)
+            rec[m], rec[f"{m}_lo"], rec[f"{m}_hi"] = x.mean(), *np.percentile(boots, [2.5, 97.5])
+        rows[qtype] = rec
+    order = [q for q in (*QUERY_TYPES, "write", "all") if q in rows]
+    return pd.DataFrame.from_dict(rows, orient="index").loc[order]

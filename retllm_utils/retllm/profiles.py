@@ -1,7 +1,8 @@
 """RET-LLM profile sizes, the one definition notebooks 01–03 import (smoke: CI; cpu: 2 cores; gpu: paper size).
 
 cpu: one epoch of 1,500 examples (~110 tokens each) is ~170k tokens, ~20 min of LoRA at ~140 tokens/s on 2 cores;
-n_test 336 with a quarter statements is 252 reads, 42 of each query type (RET-LLM Table 1's six).
+n_test 336 with a quarter statements is 252 reads, 42 of each query type (RET-LLM Table 1's six);
+n_paraphrase 120 (same quarter of statements) is 30 writes, 10 of each new shape, and 15 reads per query type.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ PROFILES: dict[str, dict[str, Any]] = {
         n_train=40,
         n_val=10,
         n_test=20,  # notebook 01: data set sizes
+        n_paraphrase=8,  # the held-out paraphrase split (issue 14)
         epochs=1,
         batch_size=4,
         max_steps=3,
@@ -28,6 +30,7 @@ PROFILES: dict[str, dict[str, Any]] = {
         n_train=1500,
         n_val=150,
         n_test=336,
+        n_paraphrase=120,
         epochs=1,
         batch_size=8,
         max_steps=None,
@@ -39,6 +42,7 @@ PROFILES: dict[str, dict[str, Any]] = {
         n_train=10000,
         n_val=500,
         n_test=1200,
+        n_paraphrase=600,
         epochs=3,
         batch_size=32,
         max_steps=None,

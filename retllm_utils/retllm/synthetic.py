@@ -5,6 +5,12 @@ people (3–8 by default) and their facts, which are the whole memory for that e
 `(org)` query has a few results rather than hundreds. People are drawn afresh for every scene and the
 splits draw from disjoint name pools, so test people never occur in training (companies are shared).
 
+Splits: train, validation and test say everything with the `phrasings` training tables (FORMS, QUESTIONS);
+paraphrase (issue 14) is a held-out test split in words the generator never trains on: new verbs, the passive
+voice, several facts in one statement (different relations or organisations; the gold write is every triple in
+sentence order), and questions of every type in new words, some with a typo outside the names. Its gold `api`,
+`reply`, `answer`, `query`, `triples` and `memory` are made as the test split's are, so it is scored the same way.
+
 A row (one `datasets.Dataset` row per example)::
 
     user      the user's message (a statement for writes, a question for reads)
@@ -12,7 +18,10 @@ A row (one `datasets.Dataset` row per example)::
     reply     what the memory appends to a read (`{..};{..}]`, or `]`); '' for writes
     answer    the answer sentence for reads ("I don't know." when nothing matched); '' for writes
     id, kind ("read"/"write"), query_type (QUERY_TYPES or "write"),
-    relation  a RELATIONS key: the relation asked about, written, or (for per/org reads) of the target fact
+    relation  a RELATIONS key: the relation asked about, written (a multi-fact statement's first clause's), or
+              (for per/org reads) of the target fact
+    phrasing  how the user's message is said (PHRASINGS): "template" in train/validation/test; in paraphrase,
+              writes "new_verb", "passive" or "multi_fact", reads "new_question" or "typo"
     query     [subject, relation, object] with '' for unknown terms; [] for writes
     triples   reads: the memory's results; writes: the gold triples written
     memory    the memory before the example, in insertion order (the scene; for a write, without the
@@ -24,24 +33,37 @@ from __future__ import annotations
 
 import json
 import random
+import re
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
 from ..api import format_retllm_read_query, format_retllm_read_reply, format_retllm_write
 from ..paths import DATA, atomic_dir, check_profile, run_dir
-from .phrasings import FORMS, PHRASE_KEY, QUESTIONS, RELATIONS
+from .phrasings import (
+    FORMS,
+    JOIN_THREE,
+    JOIN_TWO,
+    PARAPHRASE_FORMS,
+    PARAPHRASE_QUESTIONS,
+    PARAPHRASE_TYPOS,
+    PHRASE_KEY,
+    QUESTIONS,
+    RELATIONS,
+)
 from .profiles import PROFILES
 
 __all__ = [
     "RELATIONS",
     "QUERY_TYPES",
     "SPLITS",
+    "PHRASINGS",
     "NO_ANSWER",
     "features",
     "load_names",
     "join_names",
     "lookup",
     "answer_sentence",
+    "stated_facts",
     "make_dataset",
     "save_dataset",
     "dataset_dir",
@@ -50,7 +72,11 @@ __all__ = [
 ]
 
 QUERY_TYPES = ("per", "per_org", "per_rel", "org", "rel", "org_rel")  # RET-LLM Table 1, in its order
-SPLITS = ("train", "validation", "test")
+SPLITS = ("train", "validation", "test", "paraphrase")
+# The `phrasing` column's values: the training tables' words, then the paraphrase split's shapes (writes, reads).
+PHRASINGS = ("template", "new_verb", "passive", "multi_fact", "new_question", "typo")
+_WRITE_SHAPES = ("new_verb", "passive", "multi_fact")
+_READ_SHAPES = ("new_question", "new_question", "typo")  # a third of the paraphrase reads have a typo
 NO_ANSWER = "I don't know."
 
 _SPECIAL = set("\\{}[]>;")  # API delimiters: a name containing one would need escaping, so refuse it
@@ -62,6 +88,7 @@ _COLUMNS = (
     "kind",
     "query_type",
     "relation",
+    "phrasing",
     "user",
     "api",
     "reply",
@@ -78,15 +105,8 @@ def features():
     from datasets import Features, List, Value
 
     triples = List(List(Value("string")))
-    return Features(
-        {
-            **{c: Value("string") for c in _COLUMNS[:8]},
-            "query": List(Value("string")),
-            "triples": triples,
-            "memory": triples,
-            "scene": Value("int64"),
-        }
-    )
+    types = {"query": List(Value("string")), "triples": triples, "memory": triples, "scene": Value("int64")}
+    return Features({c: types.get(c, Value("string")) for c in _COLUMNS})
 
 
 # ------------------------------------------------------------------------------------------ names, text
@@ -125,40 +145,70 @@ def lookup(memory: Sequence[Sequence[str]], query: Sequence[str]) -> list[list[s
     return [list(t) for t in memory if all(not q or q == x for q, x in zip(query, t))]
 
 
-def answer_sentence(results: Sequence[Sequence[str]]) -> str:
-    """The answer a reader gives from the memory's reply: one sentence per (relation, organisation)."""
+def answer_sentence(results: Sequence[Sequence[str]], *, grouped: bool = False) -> str:
+    """The answer a reader gives from the memory's reply: one sentence per fact, in the reply's order.
+
+    One sentence per fact makes answering a copy of the reply, which a small model does reliably; `grouped=True`
+    gives one sentence per (relation, organisation) instead ("A, B, and C are customers of Pfizer."), the form the
+    kit trained on before, which SmolLM2-135M merged and spliced on (org) and (rel) questions (notebook 03).
+    """
     if not results:
         return NO_ANSWER
     groups: dict[tuple[str, str], list[str]] = {}
-    for s, r, o in results:
-        groups.setdefault((r, o), []).append(s)
+    if grouped:
+        for s, r, o in results:
+            groups.setdefault((r, o), []).append(s)
     out = []
-    for (r, o), subjects in groups.items():
+    for (r, o), subjects in groups.items() if grouped else (((r, o), [s]) for s, r, o in results):
         forms = FORMS[PHRASE_KEY[r]]
         out.append(f"{join_names(subjects)} {forms.sg if len(subjects) == 1 else forms.pl} {o}.")
     return " ".join(out)
+
+
+_PREDICATE = {getattr(FORMS[k], n): phrase for k, phrase in RELATIONS.items() for n in ("sg", "pl")}
+_STATEMENT = re.compile(r"(.+?) (" + "|".join(map(re.escape, _PREDICATE)) + r") (.+?)\.(?:\s+|$)")
+
+
+def stated_facts(answer: str) -> set[tuple[str, str, str]]:
+    """The (person, relation, organisation) facts an answer states in `answer_sentence`'s words (either form).
+
+    Text in other words states nothing here, so a strict answer score (`evaluation.facts_correct`) needs the facts
+    said as the data set says them; a sentence with a relation but the wrong people is caught, unlike by names.
+    """
+    facts = set()
+    for m in _STATEMENT.finditer(answer):
+        subj, pred, org = m.groups()
+        for name in re.split(r", and |, | and ", subj):
+            facts.add((name.strip(), _PREDICATE[pred], org.strip()))
+    return facts
 
 
 # ------------------------------------------------------------------------------------------ generation
 def _name_pools(
     seed: int, first: Sequence[str], last: Sequence[str], sizes: dict[str, int], scene_size: tuple[int, int]
 ) -> dict[str, list[str]]:
-    """Disjoint shuffled full-name pools: test first, then validation, train takes the rest.
+    """Disjoint shuffled full-name pools: test first, then validation, then paraphrase; train takes the rest.
 
-    Test and validation reserve the most a split can consume (a full scene plus one outsider per example), so
-    their people depend only on the seed and their own size, not on n_train.
+    Test, validation and paraphrase reserve the most a split can consume (a full scene plus one outsider per
+    example), so their people depend only on the seed and the sizes of the splits before them (test: its own;
+    validation: test's and its own; paraphrase: those and its own), never on n_train. A size missing from `sizes`
+    counts as 0 (callers written before the paraphrase split get the pools they had).
     """
     people = sorted({f"{given} {family}" for given in first for family in last})
     random.Random(seed).shuffle(people)
     per_example = scene_size[1] + 1
-    n_test, n_val = sizes["test"] * per_example, sizes["validation"] * per_example
-    need = n_test + n_val + sizes["train"] * (sum(scene_size) // 2 + 1)
+    pools, start = {}, 0
+    for split in ("test", "validation", "paraphrase"):
+        pools[split] = people[start : start + sizes.get(split, 0) * per_example]
+        start += len(pools[split])
+    need = start + sizes["train"] * (sum(scene_size) // 2 + 1)
     if need > len(people):
         raise ValueError(
             f"the name lists give {len(people)} distinct people, but these sizes need about {need}: "
             f"add names to the lists or lower the sizes"
         )
-    return {"test": people[:n_test], "validation": people[n_test : n_test + n_val], "train": people[n_test + n_val :]}
+    pools["train"] = people[start:]
+    return pools
 
 
 def _draw(names: Iterator[str], split: str) -> str:
@@ -187,6 +237,21 @@ def _slots(rng: random.Random, n: int, write_frac: float, no_match_frac: float) 
     return slots
 
 
+def _shapes(rng: random.Random, slots: Sequence[tuple[str, str, bool]]) -> list[str]:
+    """The paraphrase split's phrasing of each slot: cycled within each query type from a random start, so every
+    type gets each of its shapes about equally (writes: a third multi-fact; reads: a third with a typo)."""
+    start: dict[str, int] = {}
+    seen: dict[str, int] = {}
+    out = []
+    for qtype, _, _ in slots:
+        cycle = _WRITE_SHAPES if qtype == "write" else _READ_SHAPES
+        if qtype not in start:
+            start[qtype] = rng.randrange(len(cycle))
+        out.append(cycle[(start[qtype] + seen.get(qtype, 0)) % len(cycle)])
+        seen[qtype] = seen.get(qtype, 0) + 1
+    return out
+
+
 def _scene(
     rng: random.Random,
     names: Iterator[str],
@@ -198,7 +263,8 @@ def _scene(
 ) -> list[tuple[str, str, list[str]]]:
     """Groups (relation key, organisation, people) of a new scene.
 
-    need: 'has' (some group has `rel`), 'lacks' (no fact with `rel`), 'other' (the first group has another relation).
+    need: 'has' (some group has `rel`), 'lacks' (no fact with `rel`), 'other' (the first group has another relation),
+    'multi' ('has', and a second group with another (relation, organisation), when the scene has room for two).
     A scene uses 1–3 organisations and 2–3 relations, so `(org)` and `(rel)` queries find several facts.
     """
     others = [r for r in RELATIONS if r != rel]
@@ -211,9 +277,49 @@ def _scene(
     while left > 0:
         r = rels[0] if not groups else rels[rng.randrange(len(rels))]
         size = min(left, rng.choices((1, 2, 3, 4), weights=(4, 3, 2, 1))[0])
-        groups.append((r, orgs[rng.randrange(len(orgs))], [_draw(names, split) for _ in range(size)]))
+        o = orgs[rng.randrange(len(orgs))]
+        if need == "multi" and not groups and left > 1:
+            size = min(size, left - 1)  # leave room for a second group
+        elif need == "multi" and len(groups) == 1 and (r, o) == groups[0][:2]:
+            r, o = rng.choice([(r2, o2) for r2 in rels for o2 in orgs if (r2, o2) != groups[0][:2]])
+        groups.append((r, o, [_draw(names, split) for _ in range(size)]))
         left -= size
     return groups
+
+
+def _clause(rng: random.Random, rel: str, org: str, people: Sequence[str]) -> tuple[str, bool]:
+    """One fact-group as a clause of a multi-fact statement (a write template, training or new, without its full
+    stop), and whether it ends in the people."""
+    many = len(people) > 1
+    forms, para = FORMS[rel], PARAPHRASE_FORMS[rel]
+    templates = [
+        *(forms.write_pl if many else forms.write_sg),
+        *(para.write_pl if many else para.write_sg),
+        *(para.passive_pl if many else para.passive_sg),
+    ]
+    template = rng.choice(templates).removesuffix(".")
+    return template.format(P=join_names(people), O=org), template.endswith("{P}")
+
+
+def _multi_fact(rng: random.Random, groups: Sequence[tuple[str, str, list[str]]], rel: str):
+    """A statement of 2–3 of the scene's groups, each of another (relation, organisation), the first with `rel`;
+    the groups in sentence order. None when the scene has a single (relation, organisation)."""
+    first = rng.choice([g for g in groups if g[0] == rel])
+    chosen, pairs = [first], {first[:2]}
+    for g in rng.sample(list(groups), len(groups)):
+        if g[:2] not in pairs:
+            chosen.append(g)
+            pairs.add(g[:2])
+    if len(chosen) == 1:
+        return None
+    chosen = chosen[: rng.choice((2, 2, 3))]
+    clauses = [_clause(rng, r, o, people) for r, o, people in chosen]
+    inner_people = any(ends for _, ends in clauses[:-1])
+    if len(clauses) == 2:
+        joins = JOIN_TWO if not inner_people else [j for j in JOIN_TWO if not j.startswith("{0} and")]
+    else:
+        joins = JOIN_THREE if not inner_people else [j for j in JOIN_THREE if ";" in j]
+    return rng.choice(joins).format(*(c for c, _ in clauses)), chosen
 
 
 def _example(
@@ -224,9 +330,11 @@ def _example(
     i: int,
     slot: tuple[str, str, bool],
     scene_size: tuple[int, int],
+    phrasing: str = "template",
 ) -> dict[str, Any]:
+    """One row; `phrasing` picks the tables its user message is said from ("template": the training ones)."""
     qtype, rel, match = slot
-    need = "has"
+    need = "multi" if phrasing == "multi_fact" else "has"
     if not match:
         need = {"rel": "lacks", "org_rel": "lacks", "per_rel": "other"}.get(qtype, "has")
     groups = _scene(rng, names, split, companies, rel, need, scene_size)
@@ -239,13 +347,29 @@ def _example(
     memory = sorted(facts, key=lambda t: first_seen[(PHRASE_KEY[t[1]], t[2])])
     row = {"id": f"{split}-{i:05d}", "kind": "read", "query_type": qtype, "relation": rel, "scene": i}
     if qtype == "write":
-        r, o, people = rng.choice([g for g in groups if g[0] == rel])
-        triples = [[p, RELATIONS[r], o] for p in people]
-        forms = FORMS[r]
-        template = rng.choice(forms.write_sg if len(people) == 1 else forms.write_pl)
+        multi = _multi_fact(rng, groups, rel) if phrasing == "multi_fact" else None
+        if multi is None:
+            if phrasing == "multi_fact":
+                phrasing = "new_verb"  # a scene of one (relation, organisation): scene_size allows only that
+            r, o, people = rng.choice([g for g in groups if g[0] == rel])
+            triples = [[p, RELATIONS[r], o] for p in people]
+            sg = len(people) == 1
+            if phrasing == "template":
+                template = rng.choice(FORMS[r].write_sg if sg else FORMS[r].write_pl)
+            else:
+                para = PARAPHRASE_FORMS[r]
+                if phrasing == "passive":
+                    template = rng.choice(para.passive_sg if sg else para.passive_pl)
+                else:
+                    template = rng.choice(para.write_sg if sg else para.write_pl)
+            user = template.format(P=join_names(people), O=o)
+        else:
+            user, chosen = multi
+            triples = [[p, RELATIONS[r], o] for r, o, people in chosen for p in people]  # in sentence order
         row.update(
             kind="write",
-            user=template.format(P=join_names(people), O=o),
+            phrasing=phrasing,
+            user=user,
             api=format_retllm_write(triples),
             reply="",
             answer="",
@@ -277,14 +401,18 @@ def _example(
         "rel": ["", phrase, ""],
         "org_rel": ["", phrase, o],
     }[qtype]
-    if qtype in QUESTIONS:
-        template = rng.choice(QUESTIONS[qtype])
+    if phrasing == "template":
+        table = QUESTIONS[qtype] if qtype in QUESTIONS else getattr(FORMS[rel], qtype)
+    elif qtype in PARAPHRASE_QUESTIONS:
+        table = (PARAPHRASE_TYPOS if phrasing == "typo" else PARAPHRASE_QUESTIONS)[qtype]
     else:
-        template = rng.choice(getattr(FORMS[rel], qtype))
+        table = getattr(PARAPHRASE_FORMS[rel], ("typo_" if phrasing == "typo" else "") + qtype)
+    template = rng.choice(table)
     results = lookup(memory, query)
     if bool(results) != match:
         raise AssertionError(f"generator bug: {qtype} query {query} on {memory} gave {results}")
     row.update(
+        phrasing=phrasing,
         user=template.format(X=x, O=o),
         api=format_retllm_read_query(query),
         reply=format_retllm_read_reply(results),
@@ -301,6 +429,7 @@ def make_dataset(
     n_train: int = 1500,
     n_val: int = 150,
     n_test: int = 336,
+    n_paraphrase: int = 120,
     *,
     write_frac: float = 0.25,
     no_match_frac: float = 0.1,
@@ -309,11 +438,12 @@ def make_dataset(
     last_names: Sequence[str] | None = None,
     companies: Sequence[str] | None = None,
 ):
-    """The data set as a `datasets.DatasetDict` (train/validation/test); the same arguments give the same rows.
+    """The data set as a `datasets.DatasetDict` (SPLITS); the same arguments give the same rows.
 
     `write_frac` of each split are write examples; reads are split evenly over the six query types, and
-    `no_match_frac` of each type's reads find nothing (reply ']', answer NO_ANSWER). Name lists default to
-    data/first_names.txt, data/last_names.txt, data/companies.txt.
+    `no_match_frac` of each type's reads find nothing (reply ']', answer NO_ANSWER). The paraphrase split
+    (`n_paraphrase` rows) is built like test, in the words of the PARAPHRASE_* tables (module docstring). Name lists
+    default to data/first_names.txt, data/last_names.txt, data/companies.txt.
     """
     from datasets import Dataset, DatasetDict
 
@@ -322,7 +452,7 @@ def make_dataset(
     scene_size = tuple(scene_size)
     if len(scene_size) != 2 or not 1 <= scene_size[0] <= scene_size[1]:
         raise ValueError(f"scene_size must be (min, max) with 1 <= min <= max, got {scene_size}")
-    sizes = {"train": n_train, "validation": n_val, "test": n_test}
+    sizes = {"train": n_train, "validation": n_val, "test": n_test, "paraphrase": n_paraphrase}
     if any(n < 0 for n in sizes.values()):
         raise ValueError(f"split sizes must be >= 0, got {sizes}")
     first = list(first_names) if first_names is not None else load_names(DATA / "first_names.txt")
@@ -335,11 +465,14 @@ def make_dataset(
     for split in SPLITS:
         rng = random.Random(f"retllm-synthetic/{seed}/{split}")  # str seeds hash the same on every run
         names = iter(pools[split])
+        slots = _slots(rng, sizes[split], write_frac, no_match_frac)
+        shapes = _shapes(rng, slots) if split == "paraphrase" else ["template"] * len(slots)
         rows = [
-            _example(rng, names, split, companies, i, slot, scene_size)
-            for i, slot in enumerate(_slots(rng, sizes[split], write_frac, no_match_frac))
+            _example(rng, names, split, companies, i, slot, scene_size, shape)
+            for i, (slot, shape) in enumerate(zip(slots, shapes))
         ]
-        out[split] = Dataset.from_list([{c: r[c] for c in _COLUMNS} for r in rows], features=features())
+        # from_dict, not from_list, so an empty split (size 0) still has every column (from_list([]) has none)
+        out[split] = Dataset.from_dict({c: [r[c] for r in rows] for c in _COLUMNS}, features=features())
     return DatasetDict(out)
 
 
@@ -379,6 +512,7 @@ def dataset_meta(
     n_train: int = 1500,
     n_val: int = 150,
     n_test: int = 336,
+    n_paraphrase: int = 120,
     *,
     write_frac: float = 0.25,
     no_match_frac: float = 0.1,
@@ -390,6 +524,7 @@ def dataset_meta(
         "n_train": n_train,
         "n_val": n_val,
         "n_test": n_test,
+        "n_paraphrase": n_paraphrase,
         "write_frac": write_frac,
         "no_match_frac": no_match_frac,
         "scene_size": [int(x) for x in scene_size],
@@ -402,7 +537,7 @@ def load_synthetic(profile: str = "cpu", seed: int = 0):
 
     path = dataset_dir(profile)
     sizes = PROFILES[check_profile(profile)]
-    meta = dataset_meta(seed, n_train=sizes["n_train"], n_val=sizes["n_val"], n_test=sizes["n_test"])
+    meta = dataset_meta(seed, **{k: sizes[k] for k in ("n_train", "n_val", "n_test", "n_paraphrase")})
     build = path / "build.json"
     if build.is_file() and json.loads(build.read_text(encoding="utf-8")) == meta:
         return load_from_disk(str(path))

@@ -1,0 +1,95 @@
+"""Names copied exactly: call terms limited to the user's words (writes) and stored phrases (reads), and the
+invented-name count that measures the same thing after the fact."""
+
+import pytest
+from transformers import LogitsProcessor
+
+from retllm_utils.controller import HFGenerator, RetLLMController
+from retllm_utils.copying import AllowedTerms, _open_term, allowed_terms, invented_terms, user_spans
+from retllm_utils.memory import TripleMemory
+from retllm_utils.prompts import chat_prompt
+
+USER = "Cyrus Alfred, Tia Batres, and Pasquale Ballif are customers of Pfizer's."
+
+
+def test_user_spans_are_word_runs_without_edge_punctuation():
+    spans = user_spans(USER)
+    assert {"Cyrus Alfred", "Tia Batres", "Pasquale Ballif", "Pfizer", "Pfizer's", "customers of"} <= spans
+    assert "Alfred," not in spans and "Pascule Ballif" not in spans and "Pfizer." not in spans
+
+
+def test_reads_may_name_stored_phrases_writes_only_the_users_words():
+    mem = TripleMemory(embedder=_Flat())
+    mem.write("Dorothea Altemus", "employed by", "Pfizer")
+    allowed = allowed_terms("Who works for Pfizer?", mem)
+    assert "Dorothea Altemus" in allowed.read and "Dorothea Altemus" not in allowed.write
+    assert allowed_terms("Who works for Pfizer?", mem, cap=0).read == allowed.write
+
+
+@pytest.mark.parametrize(
+    "generated, state",
+    [
+        ("[MEM_WRITE{Pas", ("Pas", ">>", False)),
+        ("[MEM_READ{>>employed by>>Pf", ("Pf", "}", True)),
+        ("[MEM_WRITE{Ann>>employed ", None),  # the relation is free
+        ("[MEM_WRITE{Ann>>employed by>>Pfizer}]", None),
+        ("I don't know.", None),
+    ],
+)
+def test_the_open_term_is_found_from_the_generated_text(generated, state):
+    assert _open_term(generated) == state
+
+
+def test_invented_terms_counts_call_terms_the_user_never_wrote():
+    allowed = AllowedTerms(frozenset(user_spans(USER)), frozenset(user_spans(USER)) | {"Dorothea Altemus"})
+    text = "[MEM_WRITE{Cyrus Alfred>>customer of>>Pfizer}][MEM_WRITE{Pascule Ballif>>customer of>>Pfizer}]"
+    assert invented_terms(text, allowed) == (["Pascule Ballif"], 4)
+    assert invented_terms("[MEM_READ{Dorothea Altemus>>>>}:", allowed) == ([], 1)
+
+
+class _Flat:
+    """A trivial encoder (no model): every phrase the same vector; enough for exact reads and writes."""
+
+    name, dim, thresholds = "flat-test", 4, {}
+
+    def encode(self, texts):
+        import numpy as np
+
+        v = np.zeros((len(texts), 4), dtype="float32")
+        v[:, 0] = 1
+        return v
+
+
+class _Push(LogitsProcessor):
+    """Pushes the real model towards the first of `texts` its output is still a prefix of, token by token: a
+    model that respells a name (the first text) and otherwise knows the API (the second)."""
+
+    def __init__(self, tokenizer, prompt_len, *texts):
+        self.tok, self.prompt_len, self.texts = tokenizer, prompt_len, texts
+        self.vocab = {i: tokenizer.decode([i]) for i in range(len(tokenizer))}
+
+    def __call__(self, input_ids, scores):
+        done = self.tok.decode(input_ids[0, self.prompt_len :])
+        text = next((t for t in self.texts if t.startswith(done) and len(done) < len(t)), None)
+        if text is not None:
+            rest = text[len(done) :]
+            best = max((i for i, t in self.vocab.items() if t and rest.startswith(t)), key=lambda i: len(self.vocab[i]))
+            scores = scores.clone()
+            scores[0, best] += 100.0
+        return scores
+
+
+@pytest.mark.model
+def test_a_pushed_respelling_is_written_only_without_the_copy_constraint(smol):
+    model, tok = smol
+    bad, good = (f"[MEM_WRITE{{{name}>>customer of>>Pfizer}}]" for name in ("Pascule Ballif", "Pasquale Ballif"))
+    results = {}
+    for copy in (False, True):
+        prompt = chat_prompt(tok, USER)
+        n = len(tok(prompt, add_special_tokens=False)["input_ids"])
+        gen = HFGenerator(model, tok, max_new_tokens=24, logits_processor=[_Push(tok, n, bad, good)])
+        mem = TripleMemory(embedder=_Flat())
+        RetLLMController(gen, mem, lambda u: chat_prompt(tok, u), copy_names=copy).chat(USER)
+        results[copy] = [tuple(t) for t in mem]
+    assert results[False] == [("Pascule Ballif", "customer of", "Pfizer")]
+    assert results[True] == [("Pasquale Ballif", "customer of", "Pfizer")]
