@@ -105,7 +105,10 @@ class TimedEmbedder:
 
 
 def open_memory(target, kind: str, embedder, **kw):
-    """The memory under test: a TripleMemory file, or a PgTripleMemory schema (target "<uri>#<schema>")."""
+    """The memory under test: a TripleMemory file, or a PgTripleMemory schema (target "<uri>#<schema>").
+
+    No spelling check (`fuzzy_char=0`): a fuzzy read then takes the nearest phrase, so recall@1 measures the index."""
+    kw.setdefault("fuzzy_char", 0.0)
     if "#" in str(target):
         from retllm_utils.pg_memory import PgTripleMemory
 
@@ -254,7 +257,7 @@ def query_memory(
     mem.close()
     if sweep and kind == "lsh":
         for nbits in list(nbits_sweep) + [None]:  # None last: leaves the saved index at the default nbits
-            m = TripleMemory(path, embedder=embedder, index="lsh", lsh_nbits=nbits)
+            m = TripleMemory(path, embedder=embedder, index="lsh", lsh_nbits=nbits, fuzzy_char=0.0)
             if nbits is not None:
                 points.append({"param": "nbits", "value": nbits, **_lookups(m, exact[:100], fuzzy, gt)["fuzzy"]})
             m.close()

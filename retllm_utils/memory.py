@@ -6,8 +6,12 @@ results of notebook 04's training data and the memory reads of notebook 07, Tabl
 the faiss indexes over its vectors are `phrase_index` (one `PhraseIndex` per kind); DataFrame / CSV / SQL import and
 export are `memory_io`. This module holds what the papers define: the two reads and their thresholds.
 
-- RET-LLM read (`read`, `read_explained`): a given term matches exactly, or the nearest stored phrase of
-  its kind with cosine >= `fuzzy` stands in for it; all matching triples come back.
+- RET-LLM read (`read`, `read_explained`): a given term matches exactly, or a stored phrase of its kind stands in
+  for it: of the `fuzzy_candidates` nearest by cosine, the nearest whose cosine >= `fuzzy` and whose character
+  similarity (`char_similarity`, rapidfuzz) >= `fuzzy_char`, both per role; all matching triples come back. The
+  paper's rule is the nearest with cosine >= `fuzzy`; the character check keeps another person sharing a surname
+  from standing in ("Pierre Patel" for "Parisa Patel", cosine 0.76 with MiniLM) while typos and company paraphrases
+  still resolve (`retllm.matching` measured it; issue 14).
 - MemLLM read (`query_memllm`, `memllm_search`, MemLLM §3.1): candidate entities (cos >= `tau_entity`) and
   relations (cos >= `tau_relation`), triples whose mean of the two >= `tau_triple`, the other entities
   returned by score; a query with `q_thr` or more results returns nothing.
@@ -27,9 +31,11 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple, Sequence
+from typing import Any, Mapping, NamedTuple, Sequence
 
 import numpy as np
+from rapidfuzz import fuzz, utils
+from rapidfuzz.distance import OSA
 
 from . import memory_io
 from .api import Triple, is_memllm_query
@@ -45,19 +51,77 @@ from .phrase_index import (
 )
 from .triple_store import BUSY_TIMEOUT, ROLES, SELECT_TEXT, TripleStore, clean_triple
 
-__all__ = ["TripleMemory", "TripleStore", "ReadResult", "Substitution", "INDEX_KINDS", "COLUMNS", "Q_THR"]
+__all__ = [
+    "TripleMemory",
+    "TripleStore",
+    "ReadResult",
+    "Substitution",
+    "INDEX_KINDS",
+    "COLUMNS",
+    "Q_THR",
+    "FUZZY_CANDIDATES",
+    "CHAR_SCORERS",
+    "char_similarity",
+    "name_similarity",
+    "words_similarity",
+    "spelling_similarity",
+    "first_passing",
+    "role_value",
+]
 
 Q_THR = 30  # MemLLM §3.1: a query with this many results or more is too broad to help (official code: >= 30)
+FUZZY_CANDIDATES = 16  # nearest stored phrases whose spelling a fuzzy term is checked against
+
+
+def name_similarity(term: str, stored: str) -> float:
+    """People: the least similar of the aligned names (OSA edit distance, normalised), so that a shared first or
+    last name does not make another person similar; names of unequal word counts compare whole."""
+    a, b = utils.default_process(term).split(), utils.default_process(stored).split()
+    if len(a) != len(b) or not a:
+        return OSA.normalized_similarity(term.casefold(), stored.casefold())
+    return min(OSA.normalized_similarity(x, y) for x, y in zip(a, b))
+
+
+def words_similarity(term: str, stored: str) -> float:
+    """Organisations: rapidfuzz's token-set ratio, 1 when one's words hold the other's ("the Pfizer company")."""
+    return fuzz.token_set_ratio(term, stored, processor=utils.default_process) / 100
+
+
+def spelling_similarity(term: str, stored: str) -> float:
+    """Plain rapidfuzz ratio (normalised Indel similarity) of the casefolded strings."""
+    return fuzz.ratio(term, stored, processor=utils.default_process) / 100
+
+
+# RET-LLM's subjects are people, its objects organisations (`retllm.matching` measured the choice).
+CHAR_SCORERS = {"subject": name_similarity, "relation": spelling_similarity, "object": words_similarity}
+
+
+def char_similarity(term: str, stored: str, role: str) -> float:
+    """Character similarity in [0, 1] of a query term and a stored phrase, by its role's scorer: spelling, which a
+    sentence encoder does not measure ("Pierre Patel" is as near "Parisa Patel" to MiniLM as a typo is)."""
+    return CHAR_SCORERS[role](term, stored)
+
+
+def role_value(value: float | Mapping[str, float], role: str) -> float:
+    """A threshold for one role: a number applies to every role, a mapping gives one per role."""
+    return float(value[role]) if isinstance(value, Mapping) else float(value)
+
+
+def first_passing(candidates: Sequence[tuple], vector: float, char: float) -> int | None:
+    """Index of the first (nearest) candidate (..., cosine, char similarity) with cosine >= vector and char >= char."""
+    return next((i for i, c in enumerate(candidates) if c[-2] >= vector and c[-1] >= char), None)
 
 
 class Substitution(NamedTuple):
-    """How one query term was resolved by fuzzy lookup: `stored` (cosine `cosine`) stood in if `accepted`."""
+    """How one query term was resolved by fuzzy lookup: `stored` (cosine `cosine`, character similarity `char`) stood
+    in if `accepted`; if not, `stored` is the nearest stored phrase, shown, not used."""
 
     role: str  # subject | relation | object
     term: str
-    stored: str | None  # the nearest stored, still used phrase of the term's kind (None: none stored)
+    stored: str | None  # the phrase that stood in, else the nearest stored, still used one (None: none stored)
     cosine: float
-    accepted: bool  # cosine >= the fuzzy threshold
+    accepted: bool  # cosine >= the role's `fuzzy` and char >= its `fuzzy_char`
+    char: float = float("nan")  # `char_similarity(term, stored, role)`
 
 
 @dataclass
@@ -68,11 +132,15 @@ class ReadResult:
     substitutions: list[Substitution] = field(default_factory=list)
 
 
-def set_thresholds(memory: Any, **given: float | None) -> None:
-    """The reads' thresholds on `memory`: each given value, else its embedder's (`thresholds`), else the paper's."""
+def set_thresholds(memory: Any, **given: float | Mapping[str, float] | None) -> None:
+    """The reads' thresholds on `memory`: each given value, else its embedder's (`thresholds`), else the paper's.
+
+    `fuzzy` and `fuzzy_char` are a number (every role) or a mapping subject / relation / object -> number.
+    """
     th = {**PAPER_THRESHOLDS, **(getattr(memory.embedder, "thresholds", None) or {})}
-    for name in ("tau_entity", "tau_relation", "tau_triple", "fuzzy"):
-        setattr(memory, name, th[name] if given.get(name) is None else given[name])
+    for name in ("tau_entity", "tau_relation", "tau_triple", "fuzzy", "fuzzy_char"):
+        value = th[name] if given.get(name) is None else given[name]
+        setattr(memory, name, dict(value) if isinstance(value, Mapping) else value)  # a copy: change it at will
 
 
 class TripleMemory(TripleStore):
@@ -82,7 +150,9 @@ class TripleMemory(TripleStore):
     or None for an in-memory memory. `embedder`: anything with `.name`, `.dim`, `.thresholds`, `.encode`
     (see `models.Embedder`); None loads the bundled MiniLM. `index`: "flat" (exact inner product), "lsh"
     (faiss IndexLSH, `lsh_nbits` bits, as RET-LLM) or "hnsw" (IndexHNSWFlat, inner product, as MemLLM).
-    Thresholds default to `embedder.thresholds`; they are plain attributes, change them at will.
+    Thresholds default to `embedder.thresholds`; they are plain attributes, change them at will. `fuzzy` (cosine)
+    and `fuzzy_char` (character similarity, 0: no check) are a number for every role or a mapping per role
+    ({"subject": .., "relation": .., "object": ..}); `fuzzy_candidates`: how many nearest phrases are checked.
     Reopening a file built with another embedder (name or dim) raises ValueError, unless `reembed=True`,
     which re-encodes every stored phrase with the new embedder and rebuilds the indexes. An existing 0-byte file
     raises ValueError unless `create=True`; `busy_timeout` (seconds, default 60): how long a write waits for
@@ -98,7 +168,9 @@ class TripleMemory(TripleStore):
         tau_entity: float | None = None,
         tau_relation: float | None = None,
         tau_triple: float | None = None,
-        fuzzy: float | None = None,
+        fuzzy: float | Mapping[str, float] | None = None,
+        fuzzy_char: float | Mapping[str, float] | None = None,
+        fuzzy_candidates: int = FUZZY_CANDIDATES,
         q_thr: int = Q_THR,
         reembed: bool = False,
         lsh_nbits: int | None = None,
@@ -117,12 +189,22 @@ class TripleMemory(TripleStore):
             create=create,
             busy_timeout=busy_timeout,
         )
-        set_thresholds(self, tau_entity=tau_entity, tau_relation=tau_relation, tau_triple=tau_triple, fuzzy=fuzzy)
+        set_thresholds(
+            self,
+            tau_entity=tau_entity,
+            tau_relation=tau_relation,
+            tau_triple=tau_triple,
+            fuzzy=fuzzy,
+            fuzzy_char=fuzzy_char,
+        )
+        self.fuzzy_candidates = fuzzy_candidates
         self.q_thr = q_thr
         self.hnsw_ef_search = hnsw_ef_search
 
-    def _search(self, kind: int, vec: np.ndarray, min_cos: float, nearest_only: bool) -> list[tuple[int, str, float]]:
-        return self._index[kind].search(vec, min_cos, nearest_only, ef_search=self.hnsw_ef_search)
+    def _search(
+        self, kind: int, vec: np.ndarray, min_cos: float, nearest_only: bool, limit: int | None = None
+    ) -> list[tuple[int, str, float]]:
+        return self._index[kind].search(vec, min_cos, nearest_only, ef_search=self.hnsw_ef_search, limit=limit)
 
     # ------------------------------------------------------------------------------------------ RET-LLM read
     def read(self, query: Sequence[str]) -> list[Triple]:
@@ -130,7 +212,7 @@ class TripleMemory(TripleStore):
         return self.read_explained(query).matches
 
     def read_explained(self, query: Sequence[str]) -> ReadResult:
-        """`read` plus, for each term not stored verbatim, the nearest stored phrase and whether it stood in."""
+        """`read` plus, for each term not stored verbatim, the stored phrase that stood in (or the nearest, refused)."""
         q = clean_triple(query, "query ", allow_empty=True)
         if not any(q):
             raise ValueError(f"read query {tuple(query)!r} has no known term; give at least one")
@@ -147,14 +229,8 @@ class TripleMemory(TripleStore):
         if fuzzy:
             vecs = self._encode([q[p] for p in fuzzy])
             for pos, vec in zip(fuzzy, vecs):
-                role, kind = ROLES[pos]
-                best = self._search(kind, vec, -1.0, nearest_only=True)
-                if not best:
-                    subs.append(Substitution(role, q[pos], None, float("nan"), False))
-                    continue
-                pid, text, cos = best[0]
-                subs.append(Substitution(role, q[pos], text, cos, cos >= self.fuzzy))
-                ids[pos] = pid if cos >= self.fuzzy else None
+                ids[pos], sub = self._stand_in(pos, q[pos], vec)
+                subs.append(sub)
         if any(not s.accepted for s in subs):
             return ReadResult([], subs)
         where = " AND ".join(f"t.{col} = ?" for col, pid in zip("sro", ids) if pid is not None)
@@ -162,6 +238,20 @@ class TripleMemory(TripleStore):
             f"{SELECT_TEXT} WHERE {where} ORDER BY t.id", [i for i in ids if i is not None]
         ).fetchall()
         return ReadResult([Triple(*r) for r in rows], subs)
+
+    def _stand_in(self, pos: int, term: str, vec: np.ndarray) -> tuple[int | None, Substitution]:
+        """(phrase id or None, trace) for a term at query position `pos`: of its role's `fuzzy_candidates` nearest
+        stored phrases, the nearest with cosine >= `fuzzy` and character similarity >= `fuzzy_char`."""
+        role, kind = ROLES[pos]
+        vector, char = role_value(self.fuzzy, role), role_value(self.fuzzy_char, role)
+        limit = self.fuzzy_candidates if char > 0 else 1  # without a character check the nearest decides
+        found = self._search(kind, vec, -1.0, nearest_only=limit == 1, limit=limit)
+        if not found:
+            return None, Substitution(role, term, None, float("nan"), False)
+        cands = [(pid, text, cos, char_similarity(term, text, role)) for pid, text, cos in found]
+        i = first_passing(cands, vector, char)
+        pid, text, cos, sim = cands[0 if i is None else i]
+        return (None if i is None else pid), Substitution(role, term, text, cos, i is not None, sim)
 
     # ------------------------------------------------------------------------------------------ MemLLM read
     def memllm_search(self, query: Sequence[str]) -> list[tuple[str, float, Triple]]:

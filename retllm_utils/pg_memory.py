@@ -26,7 +26,7 @@ import os
 import re
 import warnings
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any, Iterable, Iterator, Mapping
 
 import numpy as np
 import psycopg
@@ -34,7 +34,7 @@ from pgvector.psycopg import register_vector
 
 from . import memory_io
 from .api import Triple
-from .memory import Q_THR, TripleMemory, set_thresholds
+from .memory import FUZZY_CANDIDATES, Q_THR, TripleMemory, set_thresholds
 from .phrase_index import _USED, ENTITY, KINDS, RELATION, chunks, get_meta
 from .triple_store import BUSY_TIMEOUT, SELECT_TEXT, TripleStore
 
@@ -178,23 +178,25 @@ class PgPhraseIndex:
         sql = f"SELECT {_USED[self.kind]} FROM phrases p WHERE p.id = ?"
         return bool(self.memory._live().execute(sql, (pid,)).fetchone()[0])
 
-    def _exact(self, vec: np.ndarray, min_cos: float, nearest_only: bool) -> list[tuple[int, str, float]]:
-        """Every used phrase with cosine >= min_cos, best first, by a scan (ORDER BY cos DESC: no index serves it)."""
+    def _exact(self, vec: np.ndarray, min_cos: float, limit: int | None) -> list[tuple[int, str, float]]:
+        """Every used phrase with cosine >= min_cos (the best `limit`), best first, by a scan (no index serves it)."""
         sql = (
             f"SELECT id, text, cos FROM (SELECT p.id, p.text, (p.vec <#> ?) * -1 AS cos FROM phrases p "
             f"WHERE p.kind = {self.kind} AND {_USED[self.kind]}) c WHERE cos >= ? ORDER BY cos DESC, id"
-            + (" LIMIT 1" if nearest_only else "")
+            + (f" LIMIT {int(limit)}" if limit else "")
         )
         return [(i, t, float(c)) for i, t, c in self.memory._live().execute(sql, (vec, min_cos)).fetchall()]
 
     def search(
-        self, vec: np.ndarray, min_cos: float, nearest_only: bool, ef_search: int = 64
+        self, vec: np.ndarray, min_cos: float, nearest_only: bool, ef_search: int = 64, limit: int | None = None
     ) -> list[tuple[int, str, float]]:
-        """Used phrases with exact cosine >= min_cos, best first (only the best if `nearest_only`)."""
+        """Used phrases with exact cosine >= min_cos, best first (only the best if `nearest_only`, the best `limit`
+        if given)."""
+        want = 1 if nearest_only else limit
         if self.index_kind == "flat":
-            return self._exact(vec, min_cos, nearest_only)
+            return self._exact(vec, min_cos, want)
         conn = self.memory._live()
-        k = 16 if nearest_only else 64
+        k = max(16, 2 * want) if want else 64
         while max(ef_search, k) <= HNSW_MAX_EF:
             ef = max(ef_search, k)
             if ef != self._ef:
@@ -207,12 +209,12 @@ class PgPhraseIndex:
             ).fetchall()
             scored = sorted(rows, key=lambda r: (-r[2], r[0]))
             passing = [(i, t, float(c)) for i, t, c, used in scored if used and c >= min_cos]
-            if nearest_only and passing:
-                return passing[:1]
-            if len(rows) < k or (not nearest_only and any(c < min_cos for _, _, c, _ in rows)):
+            if want and len(passing) >= want:
+                return passing[:want]
+            if len(rows) < k or (not want and any(c < min_cos for _, _, c, _ in rows)):
                 return passing
             k *= 4
-        return self._exact(vec, min_cos, nearest_only)
+        return self._exact(vec, min_cos, want)
 
     def ensure(self, hnsw_m: int) -> None:
         """Inside the opening transaction: the HNSW index of this kind, built unless it exists (index="hnsw")."""
@@ -229,9 +231,10 @@ class PgTripleMemory:
     `dsn`: a connection URI (`postgresql://user:pw@host/db`, or `local_server(path).get_uri()`). `schema`: the
     PostgreSQL schema holding this memory's tables (created if missing; one database holds many memories). `index`:
     "flat" (exact scan) or "hnsw" (pgvector HNSW, `hnsw_m` links, inner product, as MemLLM; `hnsw_ef_search` at read
-    time); pgvector has no LSH. Thresholds, `q_thr`, `reembed` and `busy_timeout` as in `TripleMemory`; `create` is
-    accepted for the same signature (a missing schema is always created). A schema that holds other tables is
-    refused, naming it. Closing is `close()` or a `with` block; there is nothing to save.
+    time); pgvector has no LSH. Thresholds (`fuzzy_char` and `fuzzy_candidates` too), `q_thr`, `reembed` and
+    `busy_timeout` as in `TripleMemory`; `create` is accepted for the same signature (a missing schema is always
+    created). A schema that holds other tables is refused, naming it. Closing is `close()` or a `with` block; there
+    is nothing to save.
     """
 
     # The papers' reads and the write logic are TripleMemory's / TripleStore's own code, over this class's plumbing.
@@ -240,6 +243,7 @@ class PgTripleMemory:
     memllm_search = TripleMemory.memllm_search
     query_memllm = TripleMemory.query_memllm
     _search = TripleMemory._search
+    _stand_in = TripleMemory._stand_in
     write = TripleStore.write
     write_many = TripleStore.write_many
     delete = TripleStore.delete
@@ -269,7 +273,9 @@ class PgTripleMemory:
         tau_entity: float | None = None,
         tau_relation: float | None = None,
         tau_triple: float | None = None,
-        fuzzy: float | None = None,
+        fuzzy: float | Mapping[str, float] | None = None,
+        fuzzy_char: float | Mapping[str, float] | None = None,
+        fuzzy_candidates: int = FUZZY_CANDIDATES,
         q_thr: int = Q_THR,
         reembed: bool = False,
         hnsw_m: int = 32,
@@ -291,7 +297,15 @@ class PgTripleMemory:
         info = psycopg.conninfo.conninfo_to_dict(dsn)
         self.where = f"postgres {info.get('host') or 'localhost'}/{info.get('dbname') or ''} schema {schema}"
         self._lock_name = f"retllm-memory:{schema}"
-        set_thresholds(self, tau_entity=tau_entity, tau_relation=tau_relation, tau_triple=tau_triple, fuzzy=fuzzy)
+        set_thresholds(
+            self,
+            tau_entity=tau_entity,
+            tau_relation=tau_relation,
+            tau_triple=tau_triple,
+            fuzzy=fuzzy,
+            fuzzy_char=fuzzy_char,
+        )
+        self.fuzzy_candidates = fuzzy_candidates
         self.q_thr = q_thr
         self.hnsw_ef_search = hnsw_ef_search
         self._ids = [PhraseIds(self, ENTITY), PhraseIds(self, RELATION)]

@@ -276,16 +276,18 @@ class PhraseIndex:
         return sorted(out, key=lambda x: (-x[2], x[0]))
 
     def search(
-        self, vec: np.ndarray, min_cos: float, nearest_only: bool, ef_search: int = 64
+        self, vec: np.ndarray, min_cos: float, nearest_only: bool, ef_search: int = 64, limit: int | None = None
     ) -> list[tuple[int, str, float]]:
-        """Used phrases with exact cosine >= min_cos, best first (only the best if `nearest_only`).
+        """Used phrases with exact cosine >= min_cos, best first: only the best if `nearest_only`, the best `limit`
+        if given, else all.
 
-        Asks the index for k candidates and widens k while the answer may lie beyond them: for the nearest,
-        while none of the k is still used; for all above min_cos, while every candidate passed. `ef_search`:
+        Asks the index for k candidates and widens k while the answer may lie beyond them: for the nearest (or
+        `limit`), while fewer are still used; for all above min_cos, while every candidate passed. `ef_search`:
         HNSW's efSearch (at least k).
         """
         n = self.index.ntotal
-        k = min(16 if nearest_only else 64, n)
+        want = 1 if nearest_only else limit
+        k = min(max(16, 2 * want) if want else 64, n)
         while k > 0:
             if self.index_kind == "hnsw":
                 self.inner.hnsw.efSearch = max(ef_search, k)
@@ -293,9 +295,9 @@ class PhraseIndex:
                 labels = self.index.search(vec[None, :], k)[1][0]
             scored = self.scored([int(i) for i in labels if i >= 0], vec)
             passing = [(i, t, c) for i, t, c, used in scored if used and c >= min_cos]
-            if nearest_only and passing:
-                return passing[:1]
-            if k >= n or (not nearest_only and any(c < min_cos for _, _, c, _ in scored)):
+            if want and len(passing) >= want:
+                return passing[:want]
+            if k >= n or (not want and any(c < min_cos for _, _, c, _ in scored)):
                 return passing
             k = min(4 * k, n)
         return []

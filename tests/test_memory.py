@@ -607,3 +607,80 @@ def test_minilm_merges_synonyms_not_neighbours(make_memory, minilm):
     assert m.query_memllm([("", "president of", "USA")]) == ["Joe Biden"]
     assert m.read(("Olaf Scholz", "", "")) == []  # "Angela Merkel" 0.27: a different person
     assert m.query_memllm([("", "president of", "United Kingdom")]) == []  # "United States" 0.67
+
+
+# ---------------------------------------------------------------------------------------------- no wrong stand-ins
+@pytest.fixture(scope="module")
+def kit_minilm():
+    """The kit's own MiniLM (`load_embedder`), with its calibrated per-role thresholds (models.MINILM_THRESHOLDS)."""
+    from retllm_utils.models import load_embedder
+
+    return load_embedder()
+
+
+PEOPLE = [
+    ("Parisa Patel", "employed by", "Pfizer"),
+    ("Caspian Nakashima", "founder of", "Moderna"),
+    ("Romilly Nakashima", "customer of", "Pfizer"),
+]
+
+
+@pytest.mark.parametrize("index", ["flat", "hnsw"])
+def test_minilm_another_person_does_not_stand_in(make_memory, kit_minilm, index):
+    """Issue 14: "Pierre Patel" is as near "Parisa Patel" to MiniLM as a typo is; the spelling check refuses her."""
+    m = make_memory(embedder=kit_minilm, index=index)
+    m.write_many(PEOPLE)
+    res = m.read_explained(("Pierre Patel", "", ""))
+    assert res.matches == []
+    [sub] = res.substitutions
+    assert sub.stored == "Parisa Patel" and not sub.accepted  # the nearest, shown, not used
+    assert sub.cosine >= 0.75 > sub.char  # the paper's rule (cosine >= 0.75) would have let her stand in
+    m.fuzzy, m.fuzzy_char = 0.75, 0.0  # a number still sets every role: the paper's rule, and its wrong answer
+    assert m.read(("Pierre Patel", "", "")) == [Triple(*PEOPLE[0])]
+
+
+@pytest.mark.parametrize("index", ["flat", "hnsw"])
+def test_minilm_typo_resolves_past_a_nearer_namesake(make_memory, kit_minilm, index):
+    m = make_memory(embedder=kit_minilm, index=index)
+    m.write_many(PEOPLE)
+    q, right, nearer = kit_minilm.encode(["Caspin Nakashima", "Caspian Nakashima", "Romilly Nakashima"])
+    assert q @ nearer > q @ right  # by cosine alone the other Nakashima is nearer: only a look past her finds him
+    res = m.read_explained(("Caspin Nakashima", "", ""))
+    assert res.matches == [Triple(*PEOPLE[1])]
+    [sub] = res.substitutions
+    assert (sub.stored, sub.accepted) == ("Caspian Nakashima", True)
+    assert sub.cosine == pytest.approx(float(q @ right), abs=1e-4) and sub.char >= m.fuzzy_char["subject"]
+    m.fuzzy_candidates = 1  # only the nearest is checked: she fails the spelling check, nobody stands in
+    assert m.read(("Caspin Nakashima", "", "")) == []
+
+
+def test_minilm_company_paraphrases_resolve(make_memory, kit_minilm):
+    m = make_memory(embedder=kit_minilm, index="hnsw")
+    m.write_many(PEOPLE)
+    pfizer = [Triple(*PEOPLE[0]), Triple(*PEOPLE[2])]
+    for form in ("Pfizer Inc.", "the Pfizer company", "Pfizer Corporation", "pfizer"):
+        res = m.read_explained(("", "", form))
+        assert res.matches == pfizer, form
+        assert res.substitutions[0].stored == "Pfizer" and res.substitutions[0].char == 1.0
+    assert m.read(("", "employed by", "Pfizer Inc.")) == [Triple(*PEOPLE[0])]
+    assert m.read(("", "", "Novartis Inc.")) == []  # another company: no stand-in
+    # per role: the object's spelling check set impossibly high refuses the paraphrase; the subject's is untouched
+    m.fuzzy_char = {**m.fuzzy_char, "object": 1.01}
+    assert m.read(("", "", "Pfizer Inc.")) == [] and m.read(("Caspin Nakashima", "", "")) == [Triple(*PEOPLE[1])]
+
+
+@pytest.mark.parametrize("index", INDEX_KINDS)
+def test_spelling_check_skips_unused_phrases_and_takes_scalar_thresholds(make_memory, index):
+    """The spelling check looks at the `fuzzy_candidates` nearest phrases still used, on every index; scalar
+    `fuzzy` and `fuzzy_char` apply to every role."""
+    m = make_memory(index=index, fuzzy=0.3, fuzzy_char=0.6)
+    m.write_many(filler(100) + [("Annabel Lee", "employed by", "Pfizer"), ("Annabel Lea", "founder of", "Moderna")])
+    m.delete("Annabel Lee", "employed by", "Pfizer")  # stored still, and the best match of the query: but unused
+    assert (m.fuzzy, m.fuzzy_char, m.fuzzy_candidates) == (0.3, 0.6, 16)
+    res = m.read_explained(("Anabel Lee", "", ""))
+    assert res.matches == [Triple("Annabel Lea", "founder of", "Moderna")]
+    [sub] = res.substitutions
+    assert (sub.stored, sub.accepted) == ("Annabel Lea", True) and 0.6 <= sub.char < 1
+    m.fuzzy_char = 0.7  # "Lee" / "Lea": name similarity 0.67, refused; the nearest is shown
+    [sub] = m.read_explained(("Anabel Lee", "", "")).substitutions
+    assert not sub.accepted and sub.stored is not None and sub.stored != "Annabel Lee"
