@@ -111,7 +111,7 @@ def retllm_tables(res: dict) -> list[str]:
         "|---|---|---|",
     ]
     for name, r in res["rates"].items():
-        out.append(f"| {name} | {r['invented_rate']:.3f} | {r['false_sub_rate']:.3f} |")
+        out.append(f"| {name} | {_f(r.get('invented_rate'))} | {_f(r.get('false_sub_rate'))} |")
     return out
 
 

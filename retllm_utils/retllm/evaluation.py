@@ -131,6 +131,7 @@ def _record(
         "kind": row["kind"],
         "query_type": row["query_type"],
         "relation": row["relation"],
+        "phrasing": row.get("phrasing", "template"),
         "gold_api": row["api"],
         "pred_api": pred_api,
         "api_em": pred_api == row["api"],
