@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 import papermill as pm
+import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 INJECTED = "injected-parameters"  # the tag of the cell papermill adds after the `parameters` cell
@@ -69,8 +70,17 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--profile", default="cpu", choices=["smoke", "cpu", "gpu"])
     ap.add_argument("--out", type=Path, help="directory for executed copies (default: in place)")
+    ap.add_argument(
+        "-p",
+        nargs=2,
+        action="append",
+        default=[],
+        metavar=("NAME", "VALUE"),
+        help="another parameter, as papermill's -p",
+    )
     ap.add_argument("notebooks", nargs="*", type=Path, help="default: notebooks/[0-9][0-9]_*.ipynb")
     args = ap.parse_args()
+    extra = {name: yaml.safe_load(value) for name, value in args.p}  # "False" -> False, "3" -> 3, as papermill reads
     nbs = args.notebooks or sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
     if args.out:
         args.out.mkdir(parents=True, exist_ok=True)
@@ -78,12 +88,12 @@ def main() -> int:
         nb = nb.resolve()
         out = (args.out.resolve() / nb.name) if args.out else nb
         t0 = time.time()
-        print(f"== {nb.name} (profile={args.profile})", flush=True)
+        print(f"== {nb.name} (profile={args.profile}{''.join(f', {k}={v!r}' for k, v in extra.items())})", flush=True)
         try:
             pm.execute_notebook(
                 str(nb),
                 str(out),
-                parameters={"profile": args.profile},
+                parameters={"profile": args.profile, **extra},
                 kernel_name="python3",
                 cwd=str(nb.parent),
                 progress_bar=False,
