@@ -29,7 +29,7 @@ from transformers import LogitsProcessor, LogitsProcessorList, StoppingCriteria,
 
 from . import api
 from .api import ApiError, MemRead, MemWrite, Triple
-from .copying import AllowedTerms, CopyTerms, allowed_terms
+from .copying import AllowedTerms, CopyTerms, StateFacts, allowed_terms
 from .memllm import generation
 from .prompts import chat_prompt, end_token
 
@@ -52,10 +52,15 @@ StepFactory = Callable[[], generation.Step]  # a fresh step (empty KV cache) of 
 
 class Generator(Protocol):
     """Continues `text`; stops at the end token or as soon as `pause(generated_so_far)` is true; given `allowed`,
-    call terms copy only those phrases (called with it only by a controller with `copy_names=True`)."""
+    call terms copy only those phrases (called with it only by a controller with `copy_names=True`); given
+    `answer`, the continuation states only those sentences (a controller with an `answer_form`)."""
 
     def __call__(
-        self, text: str | tuple[str, ...], pause: Pause | None = None, allowed: AllowedTerms | None = None
+        self,
+        text: str | tuple[str, ...],
+        pause: Pause | None = None,
+        allowed: AllowedTerms | None = None,
+        answer: Sequence[str] | None = None,
     ) -> tuple[str, bool]: ...
 
 
@@ -152,10 +157,15 @@ class HFGenerator:
 
     @torch.no_grad()
     def __call__(
-        self, text: str | tuple[str, ...], pause: Pause | None = None, allowed: AllowedTerms | None = None
+        self,
+        text: str | tuple[str, ...],
+        pause: Pause | None = None,
+        allowed: AllowedTerms | None = None,
+        answer: Sequence[str] | None = None,
     ) -> tuple[str, bool]:
         """`text` as a tuple of pieces tokenizes each piece on its own, e.g. (head, "({MEM_WRITE-->"), as training.
-        `allowed`: call terms may only copy these phrases (`copying.CopyTerms`)."""
+        `allowed`: call terms may only copy these phrases (`copying.CopyTerms`); `answer`: the continuation states
+        only these sentences, each once (`copying.StateFacts`)."""
         if isinstance(text, tuple):
             pieces = [self.tokenizer(piece, add_special_tokens=False)["input_ids"] for piece in text if piece]
             prompt_ids = [i for piece in pieces for i in piece]
@@ -165,10 +175,11 @@ class HFGenerator:
         ids = torch.tensor([prompt_ids], device=self.model.device)
         stops = StoppingCriteriaList([_PauseCriterion(self.tokenizer, ids.shape[1], pause)] if pause else [])
         kwargs = dict(self.generate_kwargs)
-        if allowed is not None:
-            kwargs["logits_processor"] = LogitsProcessorList(
-                [*kwargs.get("logits_processor", []), CopyTerms(self.tokenizer, ids.shape[1], allowed)]
-            )
+        extra = [CopyTerms(self.tokenizer, ids.shape[1], allowed)] if allowed is not None else []
+        if answer:
+            extra.append(StateFacts(self.tokenizer, ids.shape[1], answer, self.end_id))
+        if extra:
+            kwargs["logits_processor"] = LogitsProcessorList([*kwargs.get("logits_processor", []), *extra])
         out = self.model.generate(
             ids,
             attention_mask=torch.ones_like(ids),
@@ -196,9 +207,13 @@ class ScriptedGenerator:
         self.respond = respond
 
     def __call__(
-        self, text: str | tuple[str, ...], pause: Pause | None = None, allowed: AllowedTerms | None = None
+        self,
+        text: str | tuple[str, ...],
+        pause: Pause | None = None,
+        allowed: AllowedTerms | None = None,
+        answer: Sequence[str] | None = None,
     ) -> tuple[str, bool]:
-        """`allowed` is ignored: a script says what it says."""
+        """`allowed` and `answer` are ignored: a script says what it says."""
         full = self.respond(text if isinstance(text, str) else "".join(text))
         if pause:
             for i in range(1, len(full) + 1):
@@ -240,9 +255,13 @@ class RetLLMController:
         max_results: int | None = 30,
         max_writes: int = 32,
         copy_names: bool = False,
+        answer_form: Callable[[Triple], str | None] | None = None,
     ):
         self.generator, self.memory, self.prompt_fn, self.max_calls = generator, memory, prompt_fn, max_calls
         self.copy_names = copy_names  # call terms copy the user's words or stored phrases (`copying`; beyond the paper)
+        # the sentence stating one fact (None: no known form): an answer after a read then states only the reply's
+        # facts, each once, in those words (`copying.StateFacts`; beyond the paper)
+        self.answer_form = answer_form
         self.max_results = max_results  # a broad read on a large memory must not overflow the model's context
         self.max_writes = max_writes  # per turn: a runaway model cannot write thousands of triples
 
@@ -256,9 +275,9 @@ class RetLLMController:
         user_text = neutralize(user_text)
         context = self.prompt_fn(user_text)
         copy = {"allowed": allowed_terms(user_text, self.memory)} if self.copy_names else {}
-        generated, trace, writes, dropped_writes = "", [], 0, 0
+        generated, trace, writes, dropped_writes, answer = "", [], 0, 0, {}
         for _ in range(self.max_calls + 1):
-            cont, ended = self.generator(context + generated, retllm_pending_read, **copy)
+            cont, ended = self.generator(context + generated, retllm_pending_read, **copy, **answer)
             calls = api.parse_retllm(cont)
             read = next((c for c in calls if isinstance(c, MemRead)), None)
             if read is not None:  # anything the model wrote after the query (e.g. a reply of its own) is dropped
@@ -303,6 +322,7 @@ class RetLLMController:
                     }
                 )
             generated += api.format_retllm_read_reply(results)
+            answer = self._answer_sentences(results)
             if ended:
                 break
         if dropped_writes:
@@ -313,6 +333,13 @@ class RetLLMController:
                 )
             )
         return Turn(answer=api.strip_retllm_calls(generated).strip(), model_text=generated, trace=trace)
+
+    def _answer_sentences(self, results: Sequence[Triple]) -> dict:
+        """The generator's `answer` option after a reply: every fact's sentence, or nothing if one has no form."""
+        if self.answer_form is None or not results:
+            return {}
+        sentences = [self.answer_form(t) for t in results]
+        return {} if None in sentences else {"answer": sentences}
 
 
 class MemLLMController:

@@ -1,13 +1,22 @@
-"""Names copied exactly: call terms limited to the user's words (writes) and stored phrases (reads), and the
-invented-name count that measures the same thing after the fact."""
+"""Names copied exactly: call terms limited to the user's words (writes) and stored phrases (reads), the
+invented-name count that measures the same thing after the fact, and answers limited to the reply's facts."""
 
 import pytest
 from transformers import LogitsProcessor
 
+from retllm_utils import api
 from retllm_utils.controller import HFGenerator, RetLLMController
-from retllm_utils.copying import AllowedTerms, _open_term, allowed_terms, invented_terms, user_spans
+from retllm_utils.copying import (
+    AllowedTerms,
+    _open_term,
+    allowed_terms,
+    answer_continuations,
+    invented_terms,
+    user_spans,
+)
 from retllm_utils.memory import TripleMemory
 from retllm_utils.prompts import chat_prompt
+from retllm_utils.retllm.synthetic import fact_sentence
 
 USER = "Cyrus Alfred, Tia Batres, and Pasquale Ballif are customers of Pfizer's."
 
@@ -93,3 +102,78 @@ def test_a_pushed_respelling_is_written_only_without_the_copy_constraint(smol):
         results[copy] = [tuple(t) for t in mem]
     assert results[False] == [("Pascule Ballif", "customer of", "Pfizer")]
     assert results[True] == [("Pasquale Ballif", "customer of", "Pfizer")]
+
+
+FACTS = ["Alessia Demir is employed by Uber.", "Mateus Lim is employed by SAP.", "Rafael Vu is employed by Uber."]
+
+
+@pytest.mark.parametrize(
+    "text, rests, complete",
+    [
+        ("", set(FACTS), False),  # any fact may come first; nothing stated is no answer
+        ("Mateus Lim is employed by S", {"AP."}, False),
+        ("Mateus Lim is employed by SAP.", {" " + FACTS[0], " " + FACTS[2]}, True),  # once each; may stop here
+        (" ".join(FACTS), set(), True),  # every fact stated: only the end is left
+    ],
+)
+def test_an_answer_may_only_go_on_with_the_facts_not_yet_stated(text, rests, complete):
+    assert answer_continuations(text, FACTS) == (rests, complete)
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["Alessia Demir is employed by SAP", "Mateus Lim is employed by SAP. Mateus Lim", "Mateus Lim is employed by SAP "],
+)
+def test_a_drifted_or_repeated_fact_is_no_answer_prefix(text):
+    assert answer_continuations(text, FACTS) is None
+
+
+def test_fact_sentence_speaks_the_data_sets_words_and_knows_no_other_relation():
+    assert fact_sentence(("Ann Lee", "investor in", "Tesla")) == "Ann Lee is an investor in Tesla."
+    assert fact_sentence(("Joe Biden", "president of", "United States")) is None
+
+
+class _Record:
+    """A generator that records the `answer` option of each call: the controller passes the reply's sentences."""
+
+    def __init__(self):
+        self.answers = []
+
+    def __call__(self, text, pause=None, allowed=None, answer=None):
+        self.answers.append(answer)
+        return (
+            ("[MEM_READ{>>employed by>>}:", False) if len(self.answers) == 1 else ("Ann Lee is employed by SAP.", True)
+        )
+
+
+@pytest.mark.parametrize("form, want", [(fact_sentence, ["Ann Lee is employed by SAP."]), (None, None)])
+def test_the_controller_hands_the_replys_sentences_to_the_answer(form, want):
+    mem = TripleMemory(embedder=_Flat())
+    mem.write("Ann Lee", "employed by", "SAP")
+    gen = _Record()
+    RetLLMController(gen, mem, lambda u: u, answer_form=form).chat("Who is employed where?")
+    assert gen.answers == [None, want]
+
+
+@pytest.mark.model
+def test_a_pushed_drift_is_answered_only_without_the_answer_constraint(smol):
+    # a model that would copy the reply wrong (Uber's people said to be SAP's) states only true facts with it
+    model, tok = smol
+    mem = TripleMemory(embedder=_Flat())
+    for fact in (("Mateus Lim", "employed by", "SAP"), ("Alessia Demir", "employed by", "Uber")):
+        mem.write(*fact)
+    query = "[MEM_READ{>>employed by>>}:"
+    reply = api.format_retllm_read_reply(list(mem))  # the push sees the reply too: it is generated text's context
+    bad = query + reply + "Mateus Lim is employed by SAP. Alessia Demir is employed by SAP."
+    results = {}
+    for form in (None, fact_sentence):
+        prompt = chat_prompt(tok, "Who is employed by which company?")
+        n = len(tok(prompt, add_special_tokens=False)["input_ids"])
+        gen = HFGenerator(model, tok, max_new_tokens=40, logits_processor=[_Push(tok, n, query, bad)])
+        turn = RetLLMController(gen, mem, lambda u: chat_prompt(tok, u), answer_form=form).chat(
+            "Who is employed by which company?"
+        )
+        results[form is not None] = turn.answer
+    assert "Alessia Demir is employed by SAP" in results[False]
+    assert "Alessia Demir is employed by SAP" not in results[True]
+    assert results[True].startswith("Mateus Lim is employed by SAP.")

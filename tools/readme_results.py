@@ -104,7 +104,8 @@ def retllm_tables(res: dict) -> list[str]:
         for m, label in (("api_em", "API-call exact match"), ("facts_acc", "answer (facts)")):
             cells = [_ci(table.get(q, {}), m) for q in cols]
             if any(c != "–" for c in cells):
-                out.append(f"| {name}: {label} | " + " | ".join(cells) + " |")
+                n = table.get("all", {}).get("n")
+                out.append(f"| {name} ({n:.0f} test examples): {label} | " + " | ".join(cells) + " |")
     out += [
         "",
         "| | invented names (share of examples) | false stand-ins (share of examples) |",

@@ -34,7 +34,7 @@ from ..copying import allowed_terms, invented_terms
 from ..memory import TripleMemory
 from ..metrics import PRF, whole_word
 from ..prompts import chat_prompt, end_token
-from .synthetic import QUERY_TYPES, RELATIONS, answer_sentence, stated_facts
+from .synthetic import QUERY_TYPES, RELATIONS, answer_sentence, fact_sentence, stated_facts
 
 __all__ = [
     "mentioned",
@@ -158,18 +158,23 @@ def evaluate_retllm(
     index: str = "flat",
     desc: str = "RET-LLM",
     copy_names: bool = False,
+    state_facts: bool = False,
     memory_kw: Mapping[str, Any] | None = None,
 ) -> pd.DataFrame:
     """Every example through the controller with its scene in memory; one record per example.
 
-    `copy_names`: call terms copy the user's words or stored phrases (`copying`); `memory_kw`: TripleMemory options
-    (e.g. fuzzy thresholds)."""
+    `copy_names`: call terms copy the user's words or stored phrases (`copying`); `state_facts`: an answer states
+    only the reply's facts, each once (`copying.StateFacts`); `memory_kw`: TripleMemory options (e.g. fuzzy
+    thresholds)."""
     rows = list(rows)
     gen = HFGenerator(model, tokenizer, max_new_tokens=max_new_tokens)
     out = []
     for row in tqdm(rows, desc=desc, leave=False):
         memory = scene_memory(row, embedder, index, **(memory_kw or {}))
-        ctl = RetLLMController(gen, memory, lambda u: chat_prompt(tokenizer, u), copy_names=copy_names)
+        form = fact_sentence if state_facts else None
+        ctl = RetLLMController(
+            gen, memory, lambda u: chat_prompt(tokenizer, u), copy_names=copy_names, answer_form=form
+        )
         turn = ctl.chat(row["user"])
         written = [e["triple"] for e in turn.trace if e["event"] == "write"]
         subs = [s for e in turn.trace if e["event"] == "read" for s in e["substitutions"]]

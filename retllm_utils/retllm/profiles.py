@@ -2,7 +2,8 @@
 
 cpu: one epoch of 1,500 examples (~110 tokens each) is ~170k tokens, ~20 min of LoRA at ~140 tokens/s on 2 cores;
 n_test 336 with a quarter statements is 252 reads, 42 of each query type (RET-LLM Table 1's six);
-n_paraphrase 120 (same quarter of statements) is 30 writes, 10 of each new shape, and 15 reads per query type.
+n_paraphrase 120 (same quarter of statements) is 30 writes, 10 of each new shape, and 15 reads per query type;
+ablation_n 168: notebook 03's two ablation passes score the first half of the (shuffled) test split, ~12 min each.
 """
 
 from __future__ import annotations
@@ -24,8 +25,9 @@ PROFILES: dict[str, dict[str, Any]] = {
         max_steps=3,
         eval_n=4,  # notebook 02: training, validation examples
         test_n=6,
+        ablation_n=None,
         max_new_tokens=48,
-    ),  # notebook 03: test examples (None: all), tokens per turn
+    ),  # notebook 03: test examples (None: all), of them in the ablation passes, tokens per turn
     "cpu": dict(
         n_train=1500,
         n_val=150,
@@ -36,6 +38,7 @@ PROFILES: dict[str, dict[str, Any]] = {
         max_steps=None,
         eval_n=60,
         test_n=None,
+        ablation_n=168,
         max_new_tokens=128,
     ),
     "gpu": dict(
@@ -48,6 +51,7 @@ PROFILES: dict[str, dict[str, Any]] = {
         max_steps=None,
         eval_n=60,
         test_n=None,
+        ablation_n=None,
         max_new_tokens=128,
     ),
 }

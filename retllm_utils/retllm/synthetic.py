@@ -63,6 +63,7 @@ __all__ = [
     "join_names",
     "lookup",
     "answer_sentence",
+    "fact_sentence",
     "stated_facts",
     "make_dataset",
     "save_dataset",
@@ -163,6 +164,14 @@ def answer_sentence(results: Sequence[Sequence[str]], *, grouped: bool = False) 
         forms = FORMS[PHRASE_KEY[r]]
         out.append(f"{join_names(subjects)} {forms.sg if len(subjects) == 1 else forms.pl} {o}.")
     return " ".join(out)
+
+
+def fact_sentence(fact: Sequence[str]) -> str | None:
+    """One fact as `answer_sentence` states it; None for a relation the data set has no words for (a controller's
+    `answer_form`: answers then state only the reply's facts, in these words)."""
+    s, r, o = fact
+    key = PHRASE_KEY.get(r)
+    return None if key is None else f"{s} {FORMS[key].sg} {o}."
 
 
 _PREDICATE = {getattr(FORMS[k], n): phrase for k, phrase in RELATIONS.items() for n in ("sg", "pl")}
