@@ -99,12 +99,12 @@ def _wait(what: str, check: Callable[[], Any], timeout: float, every: float = 0.
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory) -> Iterator[dict]:
-    """JupyterLab on 127.0.0.1 (free port, token) serving a temp copy of notebooks 01 and 03."""
+    """JupyterLab on 127.0.0.1 (free port, token) serving a temp copy of notebooks 01, 03 and 07."""
     if reason := _missing():
         _skip_or_fail(reason)
     tmp = tmp_path_factory.mktemp("lab")
     (tmp / "notebooks").mkdir()
-    for name in ("01_synthetic_data.ipynb", "03_zero_shot_vs_retllm.ipynb"):
+    for name in ("01_synthetic_data.ipynb", *FIGURE_NOTEBOOKS):
         shutil.copy(ROOT / "notebooks" / name, tmp / "notebooks" / name)
     (tmp / "notebooks" / "training_progress.ipynb").write_text(json.dumps(TRAINING_NOTEBOOK), encoding="utf-8")
     # every cell in the page (no windowing), so "all cells ran" is checked on all of them; no news prompt
@@ -284,9 +284,13 @@ def test_notebook_01_runs_on_smoke_in_jupyterlab(lab, browser):
     driver.save_screenshot(str(SHOTS / "01_end.png"))
 
 
-def test_notebook_03_figure_renders(lab, browser):
+FIGURE_NOTEBOOKS = ("03_zero_shot_vs_retllm.ipynb", "07_docred_perplexity_ablations.ipynb")
+
+
+@pytest.mark.parametrize("name", FIGURE_NOTEBOOKS)
+def test_a_committed_figure_renders(lab, browser, name):
     driver = browser
-    _open(driver, lab, "03_zero_shot_vs_retllm.ipynb")
+    _open(driver, lab, name)
     sel = ".jp-NotebookPanel:not(.lm-mod-hidden) .jp-OutputArea-output img"
     img = _wait("a figure (<img>) in an output area", lambda: driver.find_element("css selector", sel), 60)
     driver.execute_script("arguments[0].scrollIntoView({block: 'center'})", img)
@@ -298,7 +302,7 @@ def test_notebook_03_figure_renders(lab, browser):
         30,
     )
     assert size[0] > 200 and size[1] > 100, f"figure of {size} px"
-    driver.save_screenshot(str(SHOTS / "03_figure.png"))
+    driver.save_screenshot(str(SHOTS / f"{name[:2]}_figure.png"))
 
 
 def test_training_shows_a_live_bar_with_the_loss(lab, browser):
