@@ -97,6 +97,9 @@ def _wait(what: str, check: Callable[[], Any], timeout: float, every: float = 0.
     raise TimeoutError(f"{what}: not within {timeout:.0f} s")
 
 
+FIGURE_NOTEBOOKS = ("03_zero_shot_vs_retllm.ipynb", "07_docred_perplexity_ablations.ipynb")  # committed figures
+
+
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory) -> Iterator[dict]:
     """JupyterLab on 127.0.0.1 (free port, token) serving a temp copy of notebooks 01, 03 and 07."""
@@ -282,9 +285,6 @@ def test_notebook_01_runs_on_smoke_in_jupyterlab(lab, browser):
     last = driver.find_elements("css selector", ".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Cell")[-1]
     driver.execute_script("arguments[0].scrollIntoView()", last)
     driver.save_screenshot(str(SHOTS / "01_end.png"))
-
-
-FIGURE_NOTEBOOKS = ("03_zero_shot_vs_retllm.ipynb", "07_docred_perplexity_ablations.ipynb")
 
 
 @pytest.mark.parametrize("name", FIGURE_NOTEBOOKS)
