@@ -2,13 +2,21 @@
 
     .venv/bin/python benchmarks/bench_controller.py            # -> results/controller.json, figures/08_controller.png
 
-Each turn runs `RetLLMController.chat` with `HFGenerator` on SmolLM2-135M (fp32, CPU) and a TripleMemory
+Each turn runs `RetLLMController.chat` as notebook 09's chat does (names copied, answers held to the reply's facts)
+with `HFGenerator` on SmolLM2-135M on CPU, once per decoding variant (`models.for_chat`): the LoRA adapter merged in
+fp32 with transformers' default (dynamic) KV cache — the path every notebook uses, and the "before" —, bf16
+weights, and a static KV cache with the decoding step compiled by torch.compile, in fp32 and bf16. Every variant
+gets the same turns on a fresh copy of the memory; `same_output` counts turns whose calls and answer equal the
+first variant's (greedy decoding: a variant that changes numerics may change a token). A TripleMemory
 (the bundled MiniLM encoder; the 100k-triple HNSW memory built by bench_memory.py if present, copied, else
 an empty one), on user turns of the synthetic test split. Time is split into
 - generation: inside `model.generate`, less the pause checks;
 - memory: inside `memory.write` / `memory.read` (of which the encoder: embedding new or fuzzy phrases);
-- overhead: the rest (chat template, tokenization, the pause check that decodes and parses the generated
-  text after each token, parsing the calls, formatting the reply).
+- overhead: the rest (chat template, tokenization, parsing the calls, formatting the reply), of which the
+  per-token checks: the pause check (decodes and parses the generated text) and the logits processors that copy
+  names and hold the answer to the reply (`processors_ms`).
+The first turn of each kind warms up (allocator, caches, and for a compiled variant the compilation; its time is
+`warmup_ms`) and is not in the medians.
 A broad read (e.g. `>>investor in>>` on 100k triples) matches thousands of triples; the controller hands the
 model only the newest `max_results` (30), and `read_dropped` counts the rest.
 If a trained LoRA adapter exists under runs/retllm/cpu/ it is loaded with peft and merged; otherwise the base
@@ -57,33 +65,63 @@ class TimedMemory:
     def __init__(self, memory, timer: Timed):
         self.write = timer.wrap("memory", memory.write)
         self.read = timer.wrap("memory", memory.read)
+        self._memory = memory
+
+    def __len__(self) -> int:  # copy_names asks the memory's size (it lists stored phrases only from small ones)
+        return len(self._memory)
+
+    def __iter__(self):
+        return iter(self._memory)
+
+
+VARIANTS = {  # name: (weights dtype, static KV cache + compiled decoding step)
+    "fp32": ("float32", False),
+    "bf16": ("bfloat16", False),
+    "fp32 + static cache + compile": ("float32", True),
+    "bf16 + static cache + compile": ("bfloat16", True),
+}
+MEDIANS = (
+    "total_ms",
+    "generation_ms",
+    "memory_ms",
+    "encoder_ms",
+    "pause_check_ms",
+    "processors_ms",
+    "overhead_ms",
+    "tokens",
+    "generation_ms_per_token",
+    "loadavg",
+)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--repeats", type=int, default=5, help="turns of each kind (different test examples)")
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--max-new-tokens", type=int, default=48)
+    ap.add_argument("--max-new-tokens", type=int, default=96, help="per model call, as notebook 09's chat")
     ap.add_argument("--adapter", default="auto", help="'auto' (runs/retllm/cpu), a path, or 'none'")
+    ap.add_argument("--variants", default=",".join(VARIANTS), help=f"comma-separated, of: {'; '.join(VARIANTS)}")
     ap.add_argument("--memory", type=Path, default=CACHE / "memories" / "100k-hnsw.sqlite")
     ap.add_argument("--out", default="controller")
     a = ap.parse_args()
+    variants = [v.strip() for v in a.variants.split(",")]
+    unknown = [v for v in variants if v not in VARIANTS]
+    if unknown:
+        ap.error(f"unknown variant(s) {unknown}; known: {list(VARIANTS)}")
 
     import torch
     from transformers import LogitsProcessorList
 
     from retllm_utils import controller as ctl
+    from retllm_utils import copying
     from retllm_utils.memory import TripleMemory
-    from retllm_utils.models import load_embedder, load_model
+    from retllm_utils.models import for_chat, load_embedder, load_model
     from retllm_utils.paths import RUNS
     from retllm_utils.prompts import chat_prompt
-    from retllm_utils.retllm.synthetic import load_synthetic
+    from retllm_utils.retllm.synthetic import fact_sentence, load_synthetic
 
     torch.set_num_threads(a.threads)
     set_threads(a.threads)
-    t0 = time.perf_counter()
-    model, tok = load_model(device="cpu")
-    load_s = time.perf_counter() - t0
     adapter = (
         None
         if a.adapter == "none"
@@ -91,120 +129,142 @@ def main() -> None:
         if a.adapter == "auto"
         else Path(a.adapter)
     )
-    if adapter is not None:
-        from peft import PeftModel
-
-        model = PeftModel.from_pretrained(model, str(adapter)).merge_and_unload().eval()
     mode = f"trained LoRA adapter {os.path.relpath(adapter)} (merged)" if adapter else "base model, API call forced"
     print("model:", mode, flush=True)
 
     embedder = load_embedder()
-    tmp = Path(tempfile.mkdtemp(prefix="bench_ctl"))
-    mem_path = tmp / "memory.sqlite"
-    if a.memory.exists():
-        for suffix in ("", ".entity.faiss", ".relation.faiss"):
-            shutil.copy(f"{a.memory}{suffix}", f"{mem_path}{suffix}")
-        memory_desc = f"copy of {os.path.relpath(a.memory)}"
-    else:
-        memory_desc = "new, empty"
-    memory = TripleMemory(mem_path, embedder=embedder, index="hnsw")
-    n_before = len(memory)
-
     timer = Timed()
-    model.generate = timer.wrap("generate", model.generate)
     pause_call = ctl._PauseCriterion.__call__
     ctl._PauseCriterion.__call__ = lambda self, *x, **kw: timer.wrap("pause_check", pause_call)(self, *x, **kw)
+    for proc in (copying.CopyTerms, copying.StateFacts):
+        proc.__call__ = (lambda call: lambda self, *x, **kw: timer.wrap("processors", call)(self, *x, **kw))(
+            proc.__call__
+        )
     embedder.encode = timer.wrap("encoder", embedder.encode)
 
     test = load_synthetic("cpu")["test"]
-    # one more example of each kind than timed: the first warms up (allocator, caches) and is not recorded
+    # one more example of each kind than timed: the first warms up (allocator, caches, compilation)
     examples = {
         "write": [r for r in test if r["kind"] == "write"][: a.repeats + 1],
         "read": [r for r in test if r["kind"] == "read" and r["triples"]][: a.repeats + 1],
     }
-    rows, turns = [], []
-    for kind in ("write", "read"):
-        for i, ex in enumerate(examples[kind]):
-            memory.write_many(ex["memory"])  # the scene the example assumes (not timed)
-            prompt = chat_prompt(tok, ex["user"])
-            kw = {"max_new_tokens": a.max_new_tokens}
-            if adapter is None:
-                base = tok(prompt, add_special_tokens=False)["input_ids"]
-                full = tok(prompt + ex["api"], add_special_tokens=False)["input_ids"]
-                kw["logits_processor"] = LogitsProcessorList([ctl.ForceThenFree(len(base), full[len(base) :])])
-            gen = ctl.HFGenerator(model, tok, **kw)
-            controller = ctl.RetLLMController(gen, TimedMemory(memory, timer), lambda u: chat_prompt(tok, u))
-            timer.s.clear()
-            load0 = loadavg()[0]
-            t0 = time.perf_counter()
-            turn = controller.chat(ex["user"])
-            total = time.perf_counter() - t0
-            if i == 0:
-                continue
-            # generated tokens: the model's own text (the memory's reply is appended, not generated)
-            n_new = sum(
-                len(tok(e["text"], add_special_tokens=False)["input_ids"]) for e in turn.trace if e["event"] == "model"
+    rows, turns, loads, first = [], [], {}, {}
+    for variant in variants:
+        dtype, compiled = VARIANTS[variant]
+        t0 = time.perf_counter()
+        model, tok = load_model(device="cpu")
+        if adapter is not None:
+            from peft import PeftModel
+
+            model = PeftModel.from_pretrained(model, str(adapter))
+        model = for_chat(model, dtype=getattr(torch, dtype), compile=compiled)
+        loads[variant] = time.perf_counter() - t0
+        model.generate = timer.wrap("generate", model.generate)
+        tmp = Path(tempfile.mkdtemp(prefix="bench_ctl"))
+        mem_path = tmp / "memory.sqlite"
+        if a.memory.exists():  # a fresh copy per variant: every variant sees the same memory
+            for suffix in ("", ".entity.faiss", ".relation.faiss"):
+                shutil.copy(f"{a.memory}{suffix}", f"{mem_path}{suffix}")
+            memory_desc = f"copy of {os.path.relpath(a.memory)}"
+        else:
+            memory_desc = "new, empty"
+        memory = TripleMemory(mem_path, embedder=embedder, index="hnsw")
+        n_before = len(memory)
+        warmup = {}
+        for kind in ("write", "read"):
+            for i, ex in enumerate(examples[kind]):
+                memory.write_many(ex["memory"])  # the scene the example assumes (not timed)
+                prompt = chat_prompt(tok, ex["user"])
+                kw = {"max_new_tokens": a.max_new_tokens}
+                if adapter is None:
+                    base = tok(prompt, add_special_tokens=False)["input_ids"]
+                    full = tok(prompt + ex["api"], add_special_tokens=False)["input_ids"]
+                    kw["logits_processor"] = LogitsProcessorList([ctl.ForceThenFree(len(base), full[len(base) :])])
+                gen = ctl.HFGenerator(model, tok, **kw)
+                controller = ctl.RetLLMController(
+                    gen,
+                    TimedMemory(memory, timer),
+                    lambda u: chat_prompt(tok, u),
+                    copy_names=adapter is not None,
+                    answer_form=fact_sentence if adapter is not None else None,
+                )
+                timer.s.clear()
+                load0 = loadavg()[0]
+                t0 = time.perf_counter()
+                turn = controller.chat(ex["user"])
+                total = time.perf_counter() - t0
+                if i == 0:
+                    warmup[kind] = total * 1e3
+                    continue
+                # generated tokens: the model's own text (the memory's reply is appended, not generated)
+                n_new = sum(
+                    len(tok(e["text"], add_special_tokens=False)["input_ids"])
+                    for e in turn.trace
+                    if e["event"] == "model"
+                )
+                s = dict(timer.s)
+                # the pause check and the processors run inside generate: generation is the model's own time
+                checks = s.get("pause_check", 0.0) + s.get("processors", 0.0)
+                generation = s.get("generate", 0.0) - checks
+                memory_s = s.get("memory", 0.0)
+                reads = [e for e in turn.trace if e["event"] == "read"]
+                key = (kind, ex["user"])
+                first.setdefault(key, (turn.model_text, turn.answer))
+                turns.append(
+                    {
+                        "variant": variant,
+                        "kind": kind,
+                        "user": ex["user"],
+                        "model_text": turn.model_text,
+                        "answer": turn.answer,
+                        "same_output": first[key] == (turn.model_text, turn.answer),
+                        "read_results": sum(len(e["results"]) for e in reads),
+                        "read_dropped": sum(e["dropped"] for e in reads),
+                        "events": [e["event"] for e in turn.trace],
+                        "api_ok": turn.model_text.startswith(ex["api"]),
+                        "total_ms": total * 1e3,
+                        "generation_ms": generation * 1e3,
+                        "memory_ms": memory_s * 1e3,
+                        "encoder_ms": s.get("encoder", 0.0) * 1e3,
+                        "pause_check_ms": s.get("pause_check", 0.0) * 1e3,
+                        "processors_ms": s.get("processors", 0.0) * 1e3,
+                        "overhead_ms": (total - generation - memory_s) * 1e3,
+                        "tokens": n_new,
+                        "generation_ms_per_token": generation * 1e3 / max(n_new, 1),
+                        "loadavg": load0,
+                    }
+                )
+        memory.close()
+        shutil.rmtree(tmp)
+        for kind in ("write", "read"):
+            rs = [r for r in turns if r["kind"] == kind and r["variant"] == variant]
+            rows.append(
+                {
+                    "variant": variant,
+                    "turn": kind,
+                    "n": len(rs),
+                    **{k: float(np.median([r[k] for r in rs])) for k in MEDIANS},
+                    "max_total_ms": max(r["total_ms"] for r in rs),
+                    "warmup_ms": warmup[kind],
+                    "same_output": sum(r["same_output"] for r in rs),
+                    "api_ok": sum(r["api_ok"] for r in rs),
+                    "read_dropped": sum(r["read_dropped"] for r in rs),
+                }
             )
-            s = dict(timer.s)
-            generation = s.get("generate", 0.0) - s.get("pause_check", 0.0)
-            memory_s = s.get("memory", 0.0)
-            reads = [e for e in turn.trace if e["event"] == "read"]
-            rec = {
-                "kind": kind,
-                "user": ex["user"],
-                "model_text": turn.model_text,
-                "answer": turn.answer,
-                "read_results": sum(len(e["results"]) for e in reads),
-                "read_dropped": sum(e["dropped"] for e in reads),
-                "events": [e["event"] for e in turn.trace],
-                "api_ok": turn.model_text.startswith(ex["api"]),
-                "total_ms": total * 1e3,
-                "generation_ms": generation * 1e3,
-                "memory_ms": memory_s * 1e3,
-                "encoder_ms": s.get("encoder", 0.0) * 1e3,
-                "pause_check_ms": s.get("pause_check", 0.0) * 1e3,
-                "overhead_ms": (total - generation - memory_s) * 1e3,
-                "tokens": n_new,
-                "generation_ms_per_token": generation * 1e3 / max(n_new, 1),
-                "loadavg": load0,
-            }
-            turns.append(rec)
-    for kind in ("write", "read"):
-        rs = [r for r in turns if r["kind"] == kind]
-        med = {
-            k: float(np.median([r[k] for r in rs]))
-            for k in (
-                "total_ms",
-                "generation_ms",
-                "memory_ms",
-                "encoder_ms",
-                "pause_check_ms",
-                "overhead_ms",
-                "tokens",
-                "generation_ms_per_token",
-                "loadavg",
-            )
-        }
-        rows.append(
-            {
-                "turn": kind,
-                "n": len(rs),
-                **med,
-                "max_total_ms": max(r["total_ms"] for r in rs),
-                "read_dropped": sum(r["read_dropped"] for r in rs),
-            }
-        )
+        print(table(rows[-2:], ["variant", "turn", "total_ms", "generation_ms_per_token", "same_output"]), flush=True)
+        del model
     res = {
         "benchmark": "controller",
-        "model": "smollm2-135m-instruct (fp32, CPU)",
+        "model": "smollm2-135m-instruct (CPU)",
         "mode": mode,
         "adapter": None if adapter is None else os.path.relpath(adapter),
+        "controller": "copy_names, answer_form=fact_sentence (notebook 09's chat)" if adapter else "plain",
         "memory": memory_desc,
         "memory_triples": n_before,
         "index": "hnsw",
         "threads": a.threads,
         "max_new_tokens": a.max_new_tokens,
-        "model_load_s": load_s,
+        "variants": {v: {"dtype": VARIANTS[v][0], "compiled": VARIANTS[v][1], "load_s": loads[v]} for v in variants},
         "summary_median": rows,
         "turns": turns,
         "machine": machine(),
@@ -212,30 +272,31 @@ def main() -> None:
         "loadavg_end": loadavg(),
         "time": time.strftime("%Y-%m-%d %H:%M:%S"),
     }
-    memory.close()
-    shutil.rmtree(tmp)
     path = save_result(a.out, res)
     print(
         table(
             rows,
             [
+                "variant",
                 "turn",
                 "n",
                 "total_ms",
                 "max_total_ms",
-                "read_dropped",
+                "warmup_ms",
                 "generation_ms",
                 "memory_ms",
-                "encoder_ms",
                 "overhead_ms",
                 "pause_check_ms",
+                "processors_ms",
                 "tokens",
                 "generation_ms_per_token",
+                "same_output",
+                "api_ok",
                 "loadavg",
             ],
         )
     )
-    for r in turns[:1] + [t for t in turns if t["kind"] == "read"][:1]:
+    for r in [t for t in turns if t["variant"] == variants[0]][:1] + [t for t in turns if t["kind"] == "read"][:1]:
         print(f"{r['kind']}: {r['user']!r} -> {r['model_text'][:160]!r}")
 
     import matplotlib
@@ -243,12 +304,17 @@ def main() -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(7, 2.4), dpi=100)
+    fig, ax = plt.subplots(figsize=(7.5, 0.5 + 0.45 * len(rows)), dpi=100)
     left = np.zeros(len(rows))
+    labels = [f"{r['turn']}: {r['variant']}" for r in rows]
     for part, color in (("generation_ms", "tab:blue"), ("memory_ms", "tab:green"), ("overhead_ms", "tab:gray")):
         vals = np.array([r[part] for r in rows])
-        ax.barh([r["turn"] for r in rows], vals, left=left, color=color, label=part.replace("_ms", ""))
+        ax.barh(labels, vals, left=left, color=color, label=part.replace("_ms", ""))
         left += vals
+    for target, kind in ((500, "write"), (1500, "read")):
+        ax.axvline(target, color="tab:red", lw=0.8, ls="--")
+        ax.text(target, len(rows) - 0.5, f" {kind} target", color="tab:red", fontsize=7, va="top")
+    ax.invert_yaxis()
     ax.set(xlabel="ms per turn (median)", title=f"RET-LLM turn on CPU ({'adapter' if adapter else 'forced API'})")
     ax.legend(fontsize=7, loc="lower right")
     fig.tight_layout()

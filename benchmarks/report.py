@@ -67,20 +67,33 @@ def main() -> None:
     try:
         ctl = json.loads((RESULTS / "controller.json").read_text())
         print(
-            f"\nController ({ctl['mode']}; memory: {ctl['memory']}, {ctl['memory_triples']:,} triples), "
-            f"medians of {ctl['summary_median'][0]['n']} turns:\n"
+            f"\nController ({ctl['mode']}; {ctl.get('controller', 'plain')}; memory: {ctl['memory']}, "
+            f"{ctl['memory_triples']:,} triples), medians of {ctl['summary_median'][0]['n']} turns; same output = "
+            "turns whose calls and answer equal the first variant's:\n"
         )
         print(
-            "| turn | total ms | slowest turn ms | generation ms | memory ms (encoder) | overhead ms | tokens | "
-            "results dropped | load avg |"
+            "| variant | turn | total ms | slowest turn ms | generation ms | ms per token | memory ms (encoder) | "
+            "overhead ms (pause check, processors) | tokens | same output | load avg |"
         )
-        print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+        print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
         for r in ctl["summary_median"]:
             print(
-                f"| {r['turn']} | {fmt(r['total_ms'])} | {fmt(r.get('max_total_ms', float('nan')))} | "
-                f"{fmt(r['generation_ms'])} | {fmt(r['memory_ms'], 1)} ({fmt(r['encoder_ms'], 1)}) | "
-                f"{fmt(r['overhead_ms'], 1)} | {r['tokens']:.0f} | {r.get('read_dropped', 0):,} | "
-                f"{r['loadavg']:.1f} |"
+                f"| {r.get('variant', 'fp32')} | {r['turn']} | {fmt(r['total_ms'])} | "
+                f"{fmt(r.get('max_total_ms', float('nan')))} | {fmt(r['generation_ms'])} | "
+                f"{fmt(r['generation_ms_per_token'], 1)} | {fmt(r['memory_ms'], 1)} ({fmt(r['encoder_ms'], 1)}) | "
+                f"{fmt(r['overhead_ms'], 1)} ({fmt(r['pause_check_ms'], 1)}, {fmt(r.get('processors_ms', 0.0), 1)}) | "
+                f"{r['tokens']:.0f} | {r.get('same_output', r['n'])}/{r['n']} | {r['loadavg']:.1f} |"
+            )
+    except FileNotFoundError:
+        pass
+    try:
+        acc = json.loads((RESULTS / "chat_accuracy.json").read_text())
+        for v, r in acc["runs"].items():
+            t = r["scores"]["all"]
+            print(
+                f"\nNotebook 03's test split, {v} chat path ({t['n']:.0f} examples, {r['seconds'] / 60:.1f} min): "
+                f"calls {t['api_em']:.3f}, answers (facts) {t['facts_acc']:.3f}, invented {t['invented_rate']:.3f}; "
+                f"{r['differs']} examples decode differently from notebook 03's own pass."
             )
     except FileNotFoundError:
         pass

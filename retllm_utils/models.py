@@ -284,6 +284,27 @@ def load_model(
     return model, tokenizer
 
 
+def for_chat(model: Any, *, dtype: Any = None, compile: bool = False, cache_len: int = 1024) -> Any:
+    """The model as interactive turns want it: a LoRA adapter merged (fewer ops per token), optionally other weights
+    (`dtype`, e.g. torch.bfloat16) and a static KV cache whose decoding step `generate` compiles (torch.compile, on
+    any device). Measured in benchmarks/bench_controller.py; training and the notebooks' scores keep the plain model.
+
+    The static cache holds `cache_len` positions (prompt + generated); a longer turn grows it, which recompiles.
+    """
+    from transformers import CompileConfig
+
+    if hasattr(model, "merge_and_unload"):  # a peft model
+        model = model.merge_and_unload()
+    if dtype is not None:
+        model = model.to(dtype=dtype)
+    if compile:
+        gen = model.generation_config
+        gen.cache_implementation, gen.max_cache_len = "static", cache_len
+        gen.compile_config = CompileConfig(mode="default", dynamic=False)
+        gen.compile_config._compile_all_devices = True  # transformers compiles on accelerators only unless told
+    return model.eval()
+
+
 # ---------------------------------------------------------------------------------------------- embedders
 
 

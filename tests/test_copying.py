@@ -2,6 +2,7 @@
 invented-name count that measures the same thing after the fact, and answers limited to the reply's facts."""
 
 import pytest
+import torch
 from transformers import LogitsProcessor
 
 from retllm_utils import api
@@ -177,3 +178,13 @@ def test_a_pushed_drift_is_answered_only_without_the_answer_constraint(smol):
     assert "Alessia Demir is employed by SAP" in results[False]
     assert "Alessia Demir is employed by SAP" not in results[True]
     assert results[True].startswith("Mateus Lim is employed by SAP.")
+
+
+def test_ranked_is_every_token_best_first():
+    """The processors' candidate order: a cheap top-k first, then the rest, each id once, best first."""
+    from retllm_utils.copying import _Choose
+
+    scores = torch.randn(1, 500, generator=torch.Generator().manual_seed(0))
+    order = list(_Choose._ranked(scores, first=8))
+    assert sorted(order) == list(range(500))
+    assert order == torch.argsort(scores[0], descending=True).tolist()

@@ -209,3 +209,31 @@ def test_llm_mean_embedder(converted):
     assert not np.allclose(v[0], v[1], atol=1e-3)
     with pytest.raises(ValueError, match="text 1 is empty"):
         emb.encode(["Paris", "  "])
+
+
+@pytest.mark.model
+def test_for_chat_merges_the_adapter_and_keeps_greedy_output(smol):
+    """The chat path's model (LoRA merged into the weights) generates what the adapter does unmerged."""
+    import copy
+
+    from peft import LoraConfig, get_peft_model
+
+    model, tok = smol
+    torch.manual_seed(0)  # init_lora_weights=False: a random, non-zero update, so merging has something to do
+    peft = get_peft_model(
+        copy.deepcopy(model), LoraConfig(r=4, target_modules=["q_proj", "v_proj"], init_lora_weights=False)
+    ).eval()
+    ids = tok(PROMPT, return_tensors="pt")
+
+    def greedy(m):
+        with torch.no_grad():
+            return m.generate(**ids, max_new_tokens=12, do_sample=False, pad_token_id=tok.pad_token_id)[0].tolist()
+
+    unmerged = greedy(peft)
+    assert unmerged != greedy(model)  # the adapter changes the output: the comparison below means something
+    chat = models.for_chat(peft)
+    assert not hasattr(chat, "peft_config") and chat.generation_config.cache_implementation != "static"
+    assert greedy(chat) == unmerged
+    bf16 = models.for_chat(copy.deepcopy(model), dtype=torch.bfloat16, compile=True)
+    assert bf16.dtype == torch.bfloat16
+    assert bf16.generation_config.cache_implementation == "static" and bf16.generation_config.compile_config
