@@ -17,6 +17,19 @@ from bench_controller import VARIANTS
 from common import machine, save_result, set_threads, table
 
 
+def _row(name: str, t, n: int, differs: int) -> dict:
+    """One printed row: the overall scores and the weakest query type of a `summarize` table."""
+    return {
+        "variant": name,
+        "n": n,
+        "calls": t.loc["all", "api_em"],
+        "answer (facts)": t.loc["all", "facts_acc"],
+        "worst type (facts)": t["facts_acc"].drop(["all", "write"], errors="ignore").min(),
+        "invented": t.loc["all", "invented_rate"],
+        "differs": differs,
+    }
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--variants", default="bf16", help=f"comma-separated, of: {'; '.join(VARIANTS)}")
@@ -41,18 +54,7 @@ def main() -> None:
     embedder = load_embedder()
     ref_file = run_dir("retllm", "cpu") / "test_RET-LLM.jsonl"
     ref = pd.read_json(ref_file, lines=True).iloc[: len(rows)]
-    t = summarize(ref)
-    out = {
-        "notebook 03": {
-            "variant": "notebook 03 (fp32, adapter unmerged)",
-            "n": len(ref),
-            "calls": t.loc["all", "api_em"],
-            "answer (facts)": t.loc["all", "facts_acc"],
-            "worst type (facts)": t["facts_acc"].drop(["all", "write"], errors="ignore").min(),
-            "invented": t.loc["all", "invented_rate"],
-            "differs": 0,
-        }
-    }
+    out = {"notebook 03": _row("notebook 03 (fp32, adapter unmerged)", summarize(ref), len(ref), 0)}
     runs = {}
     for v in variants:
         dtype, compiled = VARIANTS[v]
@@ -69,16 +71,7 @@ def main() -> None:
         differs = int(((df["pred_api"] != ref["pred_api"]) | (df["answer"] != ref["answer"])).sum())
         t = summarize(df)
         runs[v] = {"seconds": seconds, "differs": differs, "scores": t.round(4).to_dict(orient="index")}
-        out[v] = {
-            "variant": v,
-            "n": len(df),
-            "calls": t.loc["all", "api_em"],
-            "answer (facts)": t.loc["all", "facts_acc"],
-            "worst type (facts)": t["facts_acc"].drop(["all", "write"], errors="ignore").min(),
-            "invented": t.loc["all", "invented_rate"],
-            "differs": differs,
-            "minutes": seconds / 60,
-        }
+        out[v] = {**_row(v, t, len(df), differs), "minutes": seconds / 60}
         print(table([out[v]]), flush=True)
     save_result("chat_accuracy", {"benchmark": "chat_accuracy", "runs": runs, "machine": machine()})
     print(table(list(out.values())))
