@@ -5,7 +5,9 @@ A 135M model copying a name sometimes respells it ("Pasquale Ballif" -> "Pascule
 person who does not exist, or a read asks about one. `CopyTerms` is a transformers `LogitsProcessor`: while the
 model is inside the subject or object of a `[MEM_WRITE{..}]` / `[MEM_READ{..}:` call, only tokens that keep the
 term a prefix of an allowed phrase (followed by the term's closing delimiter) may be chosen. Relations stay free.
-Greedy decoding with it picks the model's best *allowed* token.
+Greedy decoding with it picks the model's best *allowed* token. Outside a call it also keeps the model from writing a
+memory reply of its own (`{a>>r>>b}]` with no read before it): only the controller answers a read, and a reply the
+model makes up names whoever it likes.
 
 `invented_terms` measures the same thing after the fact, for any model: the call terms that are not allowed.
 
@@ -19,7 +21,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import torch
 from transformers import LogitsProcessor
@@ -82,18 +84,45 @@ def allowed_terms(user_text: str, memory: Any = None, cap: int = STORED_CAP) -> 
     return AllowedTerms(write=spans, read=spans | stored)
 
 
-def _open_term(generated: str) -> tuple[str, str, bool] | None:
-    """(partial term, closing delimiter, is a read) when `generated` ends inside a call's subject or object."""
+_OPENERS = (RETLLM_WRITE_OPEN, RETLLM_READ_OPEN)
+
+
+def _made_up_reply(generated: str, piece: str) -> bool:
+    """True when `piece` would begin a memory reply in the model's own text: a "{" that opens no call, or the "]" of
+    an empty reply right after a ":" (a read the controller answers pauses at its ":", so the model never goes on)."""
+    text = generated + piece
+    for i in range(len(generated), len(text)):
+        if text[i] == "{" and not text[: i + 1].endswith(_OPENERS) or text[i] == "]" and text[i - 1 : i] == ":":
+            return True
+    return False
+
+
+def _open_parts(generated: str) -> tuple[list[str], bool] | None:
+    """(the terms so far, is a read) when `generated` ends inside a call's braces."""
     w, r = generated.rfind(RETLLM_WRITE_OPEN), generated.rfind(RETLLM_READ_OPEN)
     start, read = (w + len(RETLLM_WRITE_OPEN), False) if w > r else (r + len(RETLLM_READ_OPEN), True)
     if max(w, r) < 0 or "}" in generated[start:]:
         return None
-    parts = generated[start:].split(">>")
+    return generated[start:].split(">>"), read
+
+
+def _open_term(generated: str) -> tuple[str, str, bool] | None:
+    """(partial term, closing delimiter, is a read) when `generated` ends inside a call's subject or object."""
+    state = _open_parts(generated)
+    if state is None:
+        return None
+    parts, read = state
     if len(parts) == 1:
         return parts[0], ">>", read
     if len(parts) == 3:
         return parts[2], "}", read
     return None  # the relation (free), or a malformed call the parser will refuse
+
+
+def _in_relation(generated: str) -> bool:
+    """True when `generated` ends inside a call's relation: free words, but it ends with ">>", never a brace."""
+    state = _open_parts(generated)
+    return state is not None and len(state[0]) == 2
 
 
 _TOKEN_TEXTS: dict[tuple[str, int], dict[int, str]] = {}  # per tokenizer (name, size): token id -> its text
@@ -148,25 +177,36 @@ class CopyTerms(_Choose):
     def _ok(self, piece: str, targets: Sequence[str]) -> bool:
         if "\ufffd" in piece:  # part of a multi-byte character: allowed where a target goes on with non-ASCII
             return any(not t.isascii() for t in targets)
-        return any(t.startswith(piece) or piece.startswith(t) for t in targets)
+        # a piece may run past the term's close (e.g. "}:"), but not into a longer separator: ">>>" is no ">>"
+        return any(t.startswith(piece) or piece.startswith(t) and piece[len(t) : len(t) + 1] != ">" for t in targets)
 
     def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
-        state = _open_term(self._generated(input_ids))
+        generated = self._generated(input_ids)
+        state = _open_term(generated)
         if state is None:
-            return scores
+            if _in_relation(generated):  # a two-term call is malformed: nothing would read, the model would go on
+                return self._best(scores, lambda piece: not any(c in piece for c in "{}[]"))
+            return self._best(
+                scores, lambda piece: not (("{" in piece or "]" in piece) and _made_up_reply(generated, piece))
+            )
         partial, close, read = state
         head = partial.lstrip()  # the parser strips terms: spaces before the first character are harmless
-        targets = [
-            p[len(head) :] + close for p in (self.allowed.read if read else self.allowed.write) if p.startswith(head)
-        ]
-        if read and not head:
-            targets.append(close)  # a read may leave the term unknown
+        phrases = self.allowed.read | {""} if read else self.allowed.write  # a read may leave the term unknown
+        # the rest of every allowed phrase and its close that `head` begins (it may end in part of the close: ">")
+        targets = [f[len(head) :] for f in (p + close for p in phrases) if f.startswith(head) and len(f) > len(head)]
         if not targets:
             return scores  # no allowed phrase at all (e.g. an empty message): nothing to copy from
         for i in self._ranked(scores):  # the best allowed token
             piece = self._text(i)
             if self._ok(piece if head else piece.lstrip() or piece, targets):
                 return self._only(scores, i)
+        return scores
+
+    def _best(self, scores: torch.FloatTensor, ok: Callable[[str], bool]) -> torch.FloatTensor:
+        """The best token whose text is `ok`: almost always the top one, and then `scores` unchanged."""
+        for k, i in enumerate(self._ranked(scores)):
+            if ok(self._text(i)):
+                return scores if k == 0 else self._only(scores, i)
         return scores
 
 

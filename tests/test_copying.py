@@ -9,6 +9,8 @@ from retllm_utils import api
 from retllm_utils.controller import HFGenerator, RetLLMController
 from retllm_utils.copying import (
     AllowedTerms,
+    _in_relation,
+    _made_up_reply,
     _open_term,
     allowed_terms,
     answer_continuations,
@@ -50,6 +52,26 @@ def test_the_open_term_is_found_from_the_generated_text(generated, state):
     assert _open_term(generated) == state
 
 
+@pytest.mark.parametrize(
+    "generated, piece, made_up",
+    [
+        ("", ":{", True),  # a reply of the model's own, with no read before it
+        ("", ":]", True),  # an empty one
+        ("[MEM_READ{Ann>>>>SAP}]", ":{", True),
+        ("[MEM_READ", "{", False),  # a call's own brace
+        ("[MEM_WRITE{Ann>>employed by>>SAP}", "]", False),  # a write's close
+        ("Ann Lee is employed by SAP", ".", False),
+    ],
+)
+def test_a_reply_the_model_starts_itself_is_told_apart_from_the_calls_own_markup(generated, piece, made_up):
+    assert _made_up_reply(generated, piece) is made_up
+
+
+def test_the_relation_is_known_from_the_generated_text():
+    assert _in_relation("[MEM_READ{Patel>>Volks") and _in_relation("[MEM_READ{>>")
+    assert not _in_relation("[MEM_READ{Patel") and not _in_relation("[MEM_READ{>>employed by>>SAP")
+
+
 def test_invented_terms_counts_call_terms_the_user_never_wrote():
     allowed = AllowedTerms(frozenset(user_spans(USER)), frozenset(user_spans(USER)) | {"Dorothea Altemus"})
     text = "[MEM_WRITE{Cyrus Alfred>>customer of>>Pfizer}][MEM_WRITE{Pascule Ballif>>customer of>>Pfizer}]"
@@ -71,7 +93,7 @@ class _Flat:
 
 
 class _Push(LogitsProcessor):
-    """Pushes the real model towards the first of `texts` its output is still a prefix of, token by token: a
+    """Pushes the real model towards `texts` its output is still a prefix of, token by token, the first the most: a
     model that respells a name (the first text) and otherwise knows the API (the second)."""
 
     def __init__(self, tokenizer, prompt_len, *texts):
@@ -80,12 +102,11 @@ class _Push(LogitsProcessor):
 
     def __call__(self, input_ids, scores):
         done = self.tok.decode(input_ids[0, self.prompt_len :])
-        text = next((t for t in self.texts if t.startswith(done) and len(done) < len(t)), None)
-        if text is not None:
+        scores = scores.clone()
+        for k, text in enumerate(t for t in self.texts if t.startswith(done) and len(done) < len(t)):
             rest = text[len(done) :]
             best = max((i for i, t in self.vocab.items() if t and rest.startswith(t)), key=lambda i: len(self.vocab[i]))
-            scores = scores.clone()
-            scores[0, best] += 100.0
+            scores[0, best] += 100.0 / (k + 1)
         return scores
 
 
@@ -103,6 +124,28 @@ def test_a_pushed_respelling_is_written_only_without_the_copy_constraint(smol):
         results[copy] = [tuple(t) for t in mem]
     assert results[False] == [("Pascule Ballif", "customer of", "Pfizer")]
     assert results[True] == [("Pasquale Ballif", "customer of", "Pfizer")]
+
+
+@pytest.mark.model
+def test_a_pushed_made_up_reply_and_two_term_read_are_refused_by_the_copy_constraint(smol):
+    # a model that closes a read after two terms (nothing parses, nothing pauses) and then answers with a memory
+    # reply of its own, naming a person nobody stored; its next best is a well-formed read: with copy_names, that
+    model, tok = smol
+    user = "How are Parisa Patel and Volkswagen connected?"
+    bad = "[MEM_READ{Parisa Patel>>Volkswagen}::{Pedro Patel>>customer of>>Volkswagen}]Pedro Patel is a customer."
+    good = "[MEM_READ{Parisa Patel>>Volkswagen>>}:"
+    mem = TripleMemory(embedder=_Flat())
+    mem.write("Parisa Patel", "manager of", "Volkswagen")
+    turns = {}
+    for copy in (False, True):
+        prompt = chat_prompt(tok, user)
+        n = len(tok(prompt, add_special_tokens=False)["input_ids"])
+        gen = HFGenerator(model, tok, max_new_tokens=40, logits_processor=[_Push(tok, n, bad, good)])
+        turns[copy] = RetLLMController(gen, mem, lambda u: chat_prompt(tok, u), copy_names=copy).chat(user)
+    assert "Pedro Patel" in turns[False].answer
+    assert [e["event"] for e in turns[False].trace] == ["model", "error"]  # the two-term read did not parse
+    assert "Pedro" not in turns[True].model_text
+    assert any(e["event"] == "read" for e in turns[True].trace)
 
 
 FACTS = ["Alessia Demir is employed by Uber.", "Mateus Lim is employed by SAP.", "Rafael Vu is employed by Uber."]
