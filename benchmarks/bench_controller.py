@@ -5,7 +5,9 @@
 Each turn runs `RetLLMController.chat` as notebook 09's chat does (names copied, answers held to the reply's facts)
 with `HFGenerator` on SmolLM2-135M on CPU, once per decoding variant (`models.for_chat`): the LoRA adapter merged in
 fp32 with transformers' default (dynamic) KV cache — the path every notebook uses, and the "before" —, bf16
-weights, and a static KV cache with the decoding step compiled by torch.compile, in fp32 and bf16. Every variant
+weights, and a static KV cache with the decoding step compiled by torch.compile, in fp32 and bf16; and, on request
+(`--variants llama.cpp --llama-cpp-src DIR`, llama-cpp-python installed), `llamacpp.LlamaCppGenerator`: the shipped
+Q4_1 GGUF in llama.cpp with the adapter converted to a GGUF LoRA, the same pauses and processors. Every variant
 gets the same turns on a fresh copy of the memory; `same_output` counts turns whose calls and answer equal the
 first variant's (greedy decoding: a variant that changes numerics may change a token). A TripleMemory
 (the bundled MiniLM encoder; the 100k-triple HNSW memory built by bench_memory.py if present, copied, else
@@ -74,12 +76,23 @@ class TimedMemory:
         return iter(self._memory)
 
 
+LLAMA_CPP = "llama.cpp"  # optional: llama-cpp-python, the adapter converted to GGUF (retllm_utils.llamacpp)
 VARIANTS = {  # name: (weights dtype, static KV cache + compiled decoding step)
     "fp32": ("float32", False),
     "bf16": ("bfloat16", False),
     "fp32 + static cache + compile": ("float32", True),
     "bf16 + static cache + compile": ("bfloat16", True),
+    LLAMA_CPP: ("q4_1", False),  # llama.cpp multiplies the 4-bit weights as stored
 }
+
+
+def llama_cpp_generator(adapter: Path, tok, src: str | None, threads: int, max_new_tokens: int):
+    """The llama.cpp variant's generator: the shipped GGUF with `adapter` converted (once, kept beside it)."""
+    from retllm_utils.llamacpp import LlamaCppGenerator, load_llama, lora_gguf
+
+    return LlamaCppGenerator(load_llama(lora_gguf(adapter, src), threads=threads), tok, max_new_tokens=max_new_tokens)
+
+
 MEDIANS = (
     "total_ms",
     "generation_ms",
@@ -100,7 +113,9 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--max-new-tokens", type=int, default=96, help="per model call, as notebook 09's chat")
     ap.add_argument("--adapter", default="auto", help="'auto' (runs/retllm/cpu), a path, or 'none'")
-    ap.add_argument("--variants", default=",".join(VARIANTS), help=f"comma-separated, of: {'; '.join(VARIANTS)}")
+    hf = [v for v in VARIANTS if v != LLAMA_CPP]
+    ap.add_argument("--variants", default=",".join(hf), help=f"comma-separated, of: {'; '.join(VARIANTS)}")
+    ap.add_argument("--llama-cpp-src", default=os.environ.get("LLAMA_CPP_SRC"), help="for the llama.cpp variant")
     ap.add_argument("--memory", type=Path, default=CACHE / "memories" / "100k-hnsw.sqlite")
     ap.add_argument("--out", default="controller")
     a = ap.parse_args()
@@ -134,6 +149,7 @@ def main() -> None:
 
     embedder = load_embedder()
     timer = Timed()
+    pending_read = ctl.retllm_pending_read
     pause_call = ctl._PauseCriterion.__call__
     ctl._PauseCriterion.__call__ = lambda self, *x, **kw: timer.wrap("pause_check", pause_call)(self, *x, **kw)
     for proc in (copying.CopyTerms, copying.StateFacts):
@@ -157,9 +173,16 @@ def main() -> None:
             from peft import PeftModel
 
             model = PeftModel.from_pretrained(model, str(adapter))
-        model = for_chat(model, dtype=getattr(torch, dtype), compile=compiled)
+        if variant == LLAMA_CPP:
+            if adapter is None:
+                raise SystemExit("the llama.cpp variant needs a trained adapter")
+            cpp = llama_cpp_generator(adapter, tok, a.llama_cpp_src, a.threads, a.max_new_tokens)
+            ctl.retllm_pending_read = timer.wrap("pause_check", pending_read)  # called by the generator itself
+        else:
+            model = for_chat(model, dtype=getattr(torch, dtype), compile=compiled)
+            model.generate = timer.wrap("generate", model.generate)
+            ctl.retllm_pending_read = pending_read
         loads[variant] = time.perf_counter() - t0
-        model.generate = timer.wrap("generate", model.generate)
         tmp = Path(tempfile.mkdtemp(prefix="bench_ctl"))
         mem_path = tmp / "memory.sqlite"
         if a.memory.exists():  # a fresh copy per variant: every variant sees the same memory
@@ -180,7 +203,7 @@ def main() -> None:
                     base = tok(prompt, add_special_tokens=False)["input_ids"]
                     full = tok(prompt + ex["api"], add_special_tokens=False)["input_ids"]
                     kw["logits_processor"] = LogitsProcessorList([ctl.ForceThenFree(len(base), full[len(base) :])])
-                gen = ctl.HFGenerator(model, tok, **kw)
+                gen = timer.wrap("generate", cpp) if variant == LLAMA_CPP else ctl.HFGenerator(model, tok, **kw)
                 controller = ctl.RetLLMController(
                     gen,
                     TimedMemory(memory, timer),

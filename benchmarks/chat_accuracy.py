@@ -1,19 +1,23 @@
 """Does a faster decoding path change notebook 03's scores? The test split through the controller, per variant.
 
     .venv/bin/python benchmarks/chat_accuracy.py --variants bf16     # -> results/chat_accuracy.json
+    .venv/bin/python benchmarks/chat_accuracy.py --variants llama.cpp --llama-cpp-src DIR --out chat_accuracy_llamacpp
 
-Every variant is `models.for_chat` on notebook 02's cpu adapter (see bench_controller.py's VARIANTS), scored exactly
-as notebook 03 scores its "RET-LLM" pass (names copied, answers held to the reply's facts, LSH memory, MiniLM with
-the calibrated thresholds); `differs` counts examples whose calls or answer differ from notebook 03's own pass
-(`runs/retllm/cpu/test_RET-LLM.jsonl`: the adapter unmerged, fp32), which is the reference row.
+Every variant is notebook 02's cpu adapter on one of bench_controller.py's decoding paths (`models.for_chat`, or
+llama.cpp with the adapter converted), scored exactly as notebook 03 scores its passes (names copied, answers held
+to the reply's facts, LSH memory, MiniLM with the calibrated thresholds); `differs` counts examples whose calls or
+answer differ from notebook 03's own pass of the same adapter (the adapter unmerged, fp32), the reference row:
+`--loss paper` (the default: the adapter the controller benchmark times) is notebook 03's "paper's loss mask" pass,
+`--loss whole_sequence` its "RET-LLM" pass.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import time
 
-from bench_controller import VARIANTS
+from bench_controller import LLAMA_CPP, VARIANTS, llama_cpp_generator
 from common import machine, save_result, set_threads, table
 
 
@@ -35,6 +39,11 @@ def main() -> None:
     ap.add_argument("--variants", default="bf16", help=f"comma-separated, of: {'; '.join(VARIANTS)}")
     ap.add_argument("--n", type=int, default=None, help="first n test examples (default: all 336)")
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument(
+        "--loss", choices=("paper", "whole_sequence"), default="paper", help="which of notebook 02's adapters"
+    )
+    ap.add_argument("--llama-cpp-src", default=os.environ.get("LLAMA_CPP_SRC"), help="for the llama.cpp variant")
+    ap.add_argument("--out", default="chat_accuracy")
     a = ap.parse_args()
     variants = [v.strip() for v in a.variants.split(",")]
     if unknown := [v for v in variants if v not in VARIANTS]:
@@ -52,28 +61,40 @@ def main() -> None:
     set_threads(a.threads)
     rows = list(load_synthetic("cpu", 0)["test"])[: a.n]
     embedder = load_embedder()
-    ref_file = run_dir("retllm", "cpu") / "test_RET-LLM.jsonl"
+    adapter = run_dir("retllm", "cpu") / {"paper": "adapter", "whole_sequence": "adapter_nomask"}[a.loss]
+    ref_file = run_dir("retllm", "cpu") / {"paper": "test_RET-LLM_papers_loss_mask.jsonl"}.get(
+        a.loss, "test_RET-LLM.jsonl"
+    )
     ref = pd.read_json(ref_file, lines=True).iloc[: len(rows)]
     out = {"notebook 03": _row("notebook 03 (fp32, adapter unmerged)", summarize(ref), len(ref), 0)}
     runs = {}
     for v in variants:
         dtype, compiled = VARIANTS[v]
         base, tok = load_model(device="cpu")
-        model = for_chat(
-            PeftModel.from_pretrained(base, run_dir("retllm", "cpu") / "adapter"),
-            dtype=getattr(torch, dtype),
-            compile=compiled,
-        )
+        if v == LLAMA_CPP:
+            generator = llama_cpp_generator(adapter, tok, a.llama_cpp_src, a.threads, 128)
+            model = None
+        else:
+            model = for_chat(PeftModel.from_pretrained(base, adapter), dtype=getattr(torch, dtype), compile=compiled)
+            generator = None
         t0 = time.perf_counter()
-        df = evaluate_retllm(model, tok, rows, embedder, index="lsh", copy_names=True, state_facts=True, desc=v)
+        df = evaluate_retllm(
+            model, tok, rows, embedder, index="lsh", copy_names=True, state_facts=True, desc=v, generator=generator
+        )
         seconds = time.perf_counter() - t0
         assert list(df["id"]) == list(ref["id"]), "the test split is not notebook 03's"
         differs = int(((df["pred_api"] != ref["pred_api"]) | (df["answer"] != ref["answer"])).sum())
         t = summarize(df)
-        runs[v] = {"seconds": seconds, "differs": differs, "scores": t.round(4).to_dict(orient="index")}
+        runs[v] = {
+            "adapter": str(adapter.relative_to(adapter.parents[2])),
+            "reference": ref_file.name,
+            "seconds": seconds,
+            "differs": differs,
+            "scores": t.round(4).to_dict(orient="index"),
+        }
         out[v] = {**_row(v, t, len(df), differs), "minutes": seconds / 60}
         print(table([out[v]]), flush=True)
-    save_result("chat_accuracy", {"benchmark": "chat_accuracy", "runs": runs, "machine": machine()})
+    save_result(a.out, {"benchmark": "chat_accuracy", "runs": runs, "machine": machine()})
     print(table(list(out.values())))
 
 

@@ -86,17 +86,15 @@ def main() -> None:
             )
     except FileNotFoundError:
         pass
-    try:
-        acc = json.loads((RESULTS / "chat_accuracy.json").read_text())
-        for v, r in acc["runs"].items():
+    for f in sorted(RESULTS.glob("chat_accuracy*.json")):
+        for v, r in json.loads(f.read_text())["runs"].items():
             t = r["scores"]["all"]
             print(
-                f"\nNotebook 03's test split, {v} chat path ({t['n']:.0f} examples, {r['seconds'] / 60:.1f} min): "
-                f"calls {t['api_em']:.3f}, answers (facts) {t['facts_acc']:.3f}, invented {t['invented_rate']:.3f}; "
+                f"\nNotebook 03's test split, {v} chat path ({t['n']:.0f} examples, "
+                f"{r.get('adapter', 'retllm/cpu/adapter')}, {r['seconds'] / 60:.1f} min): calls {t['api_em']:.3f}, "
+                f"answers (facts) {t['facts_acc']:.3f}, invented {t['invented_rate']:.3f}; "
                 f"{r['differs']} examples decode differently from notebook 03's own pass."
             )
-    except FileNotFoundError:
-        pass
     try:
         tr = json.loads((RESULTS / "training.json").read_text())
         s = {x["labels"]: x for x in tr["summary"]}

@@ -166,18 +166,11 @@ class HFGenerator:
         """`text` as a tuple of pieces tokenizes each piece on its own, e.g. (head, "({MEM_WRITE-->"), as training.
         `allowed`: call terms may only copy these phrases (`copying.CopyTerms`); `answer`: the continuation states
         only these sentences, each once (`copying.StateFacts`)."""
-        if isinstance(text, tuple):
-            pieces = [self.tokenizer(piece, add_special_tokens=False)["input_ids"] for piece in text if piece]
-            prompt_ids = [i for piece in pieces for i in piece]
-            text = "".join(text)
-        else:
-            prompt_ids = self._ids(text)
+        text, prompt_ids = self._prompt(text)
         ids = torch.tensor([prompt_ids], device=self.model.device)
         stops = StoppingCriteriaList([_PauseCriterion(self.tokenizer, ids.shape[1], pause)] if pause else [])
         kwargs = dict(self.generate_kwargs)
-        extra = [CopyTerms(self.tokenizer, ids.shape[1], allowed)] if allowed is not None else []
-        if answer:
-            extra.append(StateFacts(self.tokenizer, ids.shape[1], answer, self.end_id))
+        extra = self._processors(ids.shape[1], allowed, answer)
         if extra:
             kwargs["logits_processor"] = LogitsProcessorList([*kwargs.get("logits_processor", []), *extra])
         out = self.model.generate(
@@ -190,7 +183,26 @@ class HFGenerator:
             stopping_criteria=stops,
             **kwargs,
         )
-        new = out[0, ids.shape[1] :].tolist()
+        return self._done(text, prompt_ids, out[0, ids.shape[1] :].tolist())
+
+    def _prompt(self, text: str | tuple[str, ...]) -> tuple[str, list[int]]:
+        """(the text, its token ids): a tuple's pieces tokenized one by one, else `_ids`."""
+        if isinstance(text, tuple):
+            pieces = [self.tokenizer(piece, add_special_tokens=False)["input_ids"] for piece in text if piece]
+            return "".join(text), [i for piece in pieces for i in piece]
+        return text, self._ids(text)
+
+    def _processors(
+        self, prompt_len: int, allowed: AllowedTerms | None, answer: Sequence[str] | None
+    ) -> list[LogitsProcessor]:
+        """The decoding constraints a call asks for (names copied, the answer held to the reply's sentences)."""
+        extra: list[LogitsProcessor] = [CopyTerms(self.tokenizer, prompt_len, allowed)] if allowed is not None else []
+        if answer:
+            extra.append(StateFacts(self.tokenizer, prompt_len, answer, self.end_id))
+        return extra
+
+    def _done(self, text: str, prompt_ids: list[int], new: list[int]) -> tuple[str, bool]:
+        """(the continuation's text, whether the model ended its turn); remembers the ids for the next call."""
         ended = self.end_id in new
         if ended:
             new = new[: new.index(self.end_id)]

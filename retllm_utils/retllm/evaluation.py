@@ -160,14 +160,15 @@ def evaluate_retllm(
     copy_names: bool = False,
     state_facts: bool = False,
     memory_kw: Mapping[str, Any] | None = None,
+    generator: Any = None,
 ) -> pd.DataFrame:
     """Every example through the controller with its scene in memory; one record per example.
 
     `copy_names`: call terms copy the user's words or stored phrases (`copying`); `state_facts`: an answer states
     only the reply's facts, each once (`copying.StateFacts`); `memory_kw`: TripleMemory options (e.g. fuzzy
-    thresholds)."""
+    thresholds); `generator`: another decoding path for the model (e.g. `llamacpp.LlamaCppGenerator`)."""
     rows = list(rows)
-    gen = HFGenerator(model, tokenizer, max_new_tokens=max_new_tokens)
+    gen = generator or HFGenerator(model, tokenizer, max_new_tokens=max_new_tokens)
     out = []
     for row in tqdm(rows, desc=desc, leave=False):
         memory = scene_memory(row, embedder, index, **(memory_kw or {}))
