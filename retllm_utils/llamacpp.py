@@ -1,7 +1,8 @@
 """RET-LLM chat turns on llama.cpp: the GGUF the kit ships, notebook 02's LoRA adapter converted to GGUF, the same
-controller, pauses and decoding constraints. Optional and CPU-only; transformers stays the path of every notebook.
+controller, pauses and decoding constraints. Optional and CPU-only; transformers stays every notebook's default.
 
-Why: on 2 CPU cores transformers decodes SmolLM2-135M at 50–75 ms per token, llama.cpp at ~10 (benchmarks/README.md,
+Why: on 2 CPU cores transformers decodes SmolLM2-135M at 45–75 ms per token, llama.cpp at 8–10, and a chat turn on
+this path at 20–21 ms per generated token, its own loop and the processors included (benchmarks/README.md,
 "Controller"). What it costs: llama-cpp-python has no wheel for Linux x86-64 on PyPI, so `pip install
 llama-cpp-python` compiles llama.cpp (~5 min on 2 cores, needs a C++ compiler and cmake); the adapter's conversion
 needs llama.cpp's own `convert_lora_to_gguf.py`, which the installed package does not carry (its source
