@@ -8,8 +8,10 @@ fp32 with transformers' default (dynamic) KV cache — the path every notebook u
 weights, and a static KV cache with the decoding step compiled by torch.compile, in fp32 and bf16; and, on request
 (`--variants llama.cpp --llama-cpp-src DIR`, llama-cpp-python installed), `llamacpp.LlamaCppGenerator`: the shipped
 Q4_1 GGUF in llama.cpp with the adapter converted to a GGUF LoRA, the same pauses and processors. Every variant
-gets the same turns on a fresh copy of the memory; `same_output` counts turns whose calls and answer equal the
-first variant's (greedy decoding: a variant that changes numerics may change a token). A TripleMemory
+gets the same turns on a fresh copy of the memory, in a fresh process (`--same-process` runs them all in one: there
+llama.cpp, run after the fp32 variant, measured 1.52 s per read turn where it measured 1.26 s alone);
+`same_output` counts turns whose calls and answer equal the first variant's (greedy decoding: a variant that
+changes numerics may change a token). A TripleMemory
 (the bundled MiniLM encoder; the 100k-triple HNSW memory built by bench_memory.py if present, copied, else
 an empty one), on user turns of the synthetic test split. Time is split into
 - generation: inside `model.generate`, less the pause checks;
@@ -21,7 +23,8 @@ The first turn of each kind warms up (allocator, caches, and for a compiled vari
 `warmup_ms`) and is not in the medians.
 A broad read (e.g. `>>investor in>>` on 100k triples) matches thousands of triples; the controller hands the
 model only the newest `max_results` (30), and `read_dropped` counts the rest.
-If a trained LoRA adapter exists under runs/retllm/cpu/ it is loaded with peft and merged; otherwise the base
+If notebook 02 trained an adapter under runs/retllm/cpu/ (the whole-sequence one that notebook 09 chats with, else
+the masked one) it is loaded with peft and merged; otherwise the base
 model, which does not know the API, has the API call forced token by token (as
 tests/test_controller.py::test_pause_memory_resume_on_the_real_model), then generates the answer freely.
 """
@@ -29,8 +32,11 @@ tests/test_controller.py::test_pause_memory_resume_on_the_real_model), then gene
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -40,8 +46,9 @@ from common import CACHE, FIGURES, busy_processes, loadavg, machine, save_result
 
 
 def find_adapter(root: Path) -> Path | None:
-    hits = sorted(root.glob("**/adapter_config.json")) if root.is_dir() else []
-    return hits[0].parent if hits else None
+    """Notebook 09's chat adapter: notebook 02's whole-sequence one, else its masked one (the paper's loss)."""
+    hits = [root / d for d in ("adapter_nomask", "adapter") if (root / d / "adapter_config.json").is_file()]
+    return hits[0] if hits else None
 
 
 class Timed:
@@ -112,17 +119,28 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=5, help="turns of each kind (different test examples)")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--max-new-tokens", type=int, default=96, help="per model call, as notebook 09's chat")
-    ap.add_argument("--adapter", default="auto", help="'auto' (runs/retllm/cpu), a path, or 'none'")
+    ap.add_argument(
+        "--adapter", default="auto", help="'auto' (runs/retllm/cpu/adapter_nomask, else adapter), a path, or 'none'"
+    )
     hf = [v for v in VARIANTS if v != LLAMA_CPP]
     ap.add_argument("--variants", default=",".join(hf), help=f"comma-separated, of: {'; '.join(VARIANTS)}")
     ap.add_argument("--llama-cpp-src", default=os.environ.get("LLAMA_CPP_SRC"), help="for the llama.cpp variant")
     ap.add_argument("--memory", type=Path, default=CACHE / "memories" / "100k-hnsw.sqlite")
     ap.add_argument("--out", default="controller")
+    ap.add_argument(
+        "--same-process",
+        action="store_true",
+        help="run every variant in this process (default: each in a fresh one, so that no variant inherits the "
+        "threads and memory of the ones before it)",
+    )
+    ap.add_argument("--part", type=Path, help=argparse.SUPPRESS)  # internal: one variant's turns to this file
     a = ap.parse_args()
     variants = [v.strip() for v in a.variants.split(",")]
     unknown = [v for v in variants if v not in VARIANTS]
     if unknown:
         ap.error(f"unknown variant(s) {unknown}; known: {list(VARIANTS)}")
+    if len(variants) > 1 and not a.same_process:
+        return run_apart(a, variants)
 
     import torch
     from transformers import LogitsProcessorList
@@ -169,7 +187,7 @@ def main() -> None:
         dtype, compiled = VARIANTS[variant]
         t0 = time.perf_counter()
         model, tok = load_model(device="cpu")
-        if adapter is not None:
+        if adapter is not None and variant != LLAMA_CPP:  # llama.cpp applies the converted adapter itself
             from peft import PeftModel
 
             model = PeftModel.from_pretrained(model, str(adapter))
@@ -276,6 +294,40 @@ def main() -> None:
             )
         print(table(rows[-2:], ["variant", "turn", "total_ms", "generation_ms_per_token", "same_output"]), flush=True)
         del model
+    if a.part:  # a child of run_apart: hand the turns to the parent
+        part = {"mode": mode, "memory": memory_desc, "memory_triples": n_before, "loads": loads, "rows": rows}
+        a.part.write_text(json.dumps({**part, "turns": turns, "adapter": adapter and str(adapter)}, default=float))
+        return
+    finish(a, variants, rows, turns, loads, mode, adapter, memory_desc, n_before)
+
+
+def run_apart(a: argparse.Namespace, variants: list[str]) -> None:
+    """Each variant in a fresh process, one after another; `same_output` then compares with the first variant."""
+    parts = []
+    with tempfile.TemporaryDirectory(prefix="bench_ctl") as tmp:
+        for v in variants:
+            part = Path(tmp) / "part.json"
+            cmd = [sys.executable, __file__, *sys.argv[1:], "--variants", v, "--part", str(part)]
+            subprocess.run(cmd, check=True)
+            parts.append(json.loads(part.read_text()))
+    turns = [t for p in parts for t in p["turns"]]
+    first: dict[tuple[str, str], tuple[str, str]] = {}
+    for t in turns:
+        key = (t["kind"], t["user"])
+        first.setdefault(key, (t["model_text"], t["answer"]))
+        t["same_output"] = first[key] == (t["model_text"], t["answer"])
+    rows = [r for p in parts for r in p["rows"]]
+    for r in rows:
+        r["same_output"] = sum(
+            t["same_output"] for t in turns if (t["variant"], t["kind"]) == (r["variant"], r["turn"])
+        )
+    loads = {v: s for p in parts for v, s in p["loads"].items()}
+    adapter = parts[0]["adapter"] and Path(parts[0]["adapter"])
+    finish(a, variants, rows, turns, loads, parts[0]["mode"], adapter, parts[0]["memory"], parts[0]["memory_triples"])
+
+
+def finish(a, variants, rows, turns, loads, mode, adapter, memory_desc, n_before) -> None:
+    """Save the results, print the tables, draw the figure."""
     res = {
         "benchmark": "controller",
         "model": "smollm2-135m-instruct (CPU)",
@@ -288,6 +340,7 @@ def main() -> None:
         "threads": a.threads,
         "max_new_tokens": a.max_new_tokens,
         "variants": {v: {"dtype": VARIANTS[v][0], "compiled": VARIANTS[v][1], "load_s": loads[v]} for v in variants},
+        "processes": "one" if a.same_process or len(variants) == 1 else "one per variant",
         "summary_median": rows,
         "turns": turns,
         "machine": machine(),

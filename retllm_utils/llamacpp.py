@@ -1,14 +1,15 @@
 """RET-LLM chat turns on llama.cpp: the GGUF the kit ships, notebook 02's LoRA adapter converted to GGUF, the same
 controller, pauses and decoding constraints. Optional and CPU-only; transformers stays every notebook's default.
 
-Why: on 2 CPU cores transformers decodes SmolLM2-135M at 45–75 ms per token, llama.cpp at 8–10, and a chat turn on
-this path at 20–21 ms per generated token, its own loop and the processors included (benchmarks/README.md,
-"Controller"). What it costs: llama-cpp-python has no wheel for Linux x86-64 on PyPI, so `pip install
-llama-cpp-python` compiles llama.cpp (~5 min on 2 cores, needs a C++ compiler and cmake); the adapter's conversion
-needs llama.cpp's own `convert_lora_to_gguf.py`, which the installed package does not carry (its source
-distribution does: `pip download --no-deps --no-binary :all: llama-cpp-python`, then unpack `vendor/llama.cpp`).
-llama.cpp multiplies the 4-bit (Q4_1) weights as they are stored, where transformers multiplies them dequantised to
-fp32: greedy outputs can differ (benchmarks/chat_accuracy.py measures notebook 03's test split both ways).
+Why: on 2 CPU cores transformers decodes SmolLM2-135M at 45–75 ms per token, llama.cpp at 8–10 (11–12 with the
+LoRA applied at run time), and a chat turn on this path at 15–16 ms per generated token, prompt, memory reply, loop
+and processors included (benchmarks/README.md, "Controller"). What it costs: llama-cpp-python has no wheel for
+Linux x86-64 on PyPI, so `pip install llama-cpp-python` compiles llama.cpp (~5 min on 2 cores, needs a C++ compiler
+and cmake); the adapter's conversion needs llama.cpp's own `convert_lora_to_gguf.py`, which the installed package
+does not carry (its source distribution does: `pip download --no-deps --no-binary :all: llama-cpp-python`, then
+unpack `vendor/llama.cpp`). llama.cpp multiplies the 4-bit (Q4_1) weights as they are stored, where transformers
+multiplies them dequantised to fp32: greedy outputs can differ (benchmarks/chat_accuracy.py measures notebook 03's
+test split both ways).
 """
 
 from __future__ import annotations
