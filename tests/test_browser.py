@@ -3,7 +3,11 @@
 Notebook 01 is copied to a temp folder (the committed file is never touched), its parameters cell set to
 `profile = "smoke"` by typing, and run with Run > Run All Cells; notebook 03's committed figure must render.
 A tiny LoRA training in a scratch notebook must show its live progress bar with the loss (training.TrainingProgress).
-Runs write under a temp RETLLM_RUNS. Screenshots land in test-artifacts/browser/ (git-ignored).
+Notebook 09's chat box gets a typed statement and its memory table must show the fact: with notebook 02's cpu
+adapter where this checkout has one (runs/retllm/cpu/adapter_nomask, linked into the temp runs), else with a
+scripted stand-in model that the test adds to the copy (a fresh clone has no adapter; the widgets are what is
+tested then). `RETLLM_WIDGET_FIGURE=1` also saves the chat widget as figures/09_chat_widget.png, with the real
+adapter only. Runs write under a temp RETLLM_RUNS. Screenshots land in test-artifacts/browser/ (git-ignored).
 Needs Debian's chromium and chromium-driver (`apt-get install chromium chromium-driver`; .ci/run installs them):
 without them the test is skipped, loudly, unless RETLLM_BROWSER_TEST=required (CI), where it fails.
 """
@@ -55,6 +59,43 @@ TRAINING_NOTEBOOK = {
     "nbformat": 4,
     "nbformat_minor": 5,
 }
+
+
+CHAT_NOTEBOOK = "09_talk_to_the_memory.ipynb"
+CHAT_MESSAGE = "Cleo Park works for BMW."
+ADAPTER = ROOT / "runs" / "retllm" / "cpu" / "adapter_nomask"  # notebook 02's, where this checkout trained it
+STAND_IN_CELL = """\
+# added by tests/test_browser.py: no trained adapter in this checkout, so a scripted stand-in model writes a
+# statement "A B works for C." to the memory and the test checks the widgets' path from chat box to memory table
+import re
+
+from retllm_utils.controller import ScriptedGenerator
+
+
+def _stand_in(text: str) -> str:
+    m = re.search(r"<user>(\\w+ \\w+) works for (\\w+)\\.</user><assistant>$", text)
+    return f"[MEM_WRITE{{{m[1]}>>employed by>>{m[2]}}}]" if m else "Hello!"
+
+
+session.controllers["stand-in"] = RetLLMController(
+    ScriptedGenerator(_stand_in), session.memory, lambda u: f"<user>{u}</user><assistant>"
+)
+session.use("stand-in")
+"""
+
+
+def _chat_notebook(tmp: Path) -> None:
+    """Notebook 09 for the chat-box test: the real adapter linked into the temp runs, else the stand-in cell added."""
+    nb = json.loads((ROOT / "notebooks" / CHAT_NOTEBOOK).read_text(encoding="utf-8"))
+    if (ADAPTER / "adapter_config.json").is_file():
+        (tmp / "runs" / "retllm" / "cpu").mkdir(parents=True)
+        (tmp / "runs" / "retllm" / "cpu" / ADAPTER.name).symlink_to(ADAPTER)
+    else:
+        at = next(i for i, c in enumerate(nb["cells"]) if "".join(c["source"]).startswith("import ipywidgets"))
+        nb["cells"].insert(
+            at, {"cell_type": "code", "metadata": {}, "source": STAND_IN_CELL, "outputs": [], "execution_count": None}
+        )
+    (tmp / "notebooks" / CHAT_NOTEBOOK).write_text(json.dumps(nb), encoding="utf-8")
 
 
 def _missing() -> str | None:
@@ -110,6 +151,7 @@ def lab(tmp_path_factory) -> Iterator[dict]:
     for name in ("01_synthetic_data.ipynb", *FIGURE_NOTEBOOKS):
         shutil.copy(ROOT / "notebooks" / name, tmp / "notebooks" / name)
     (tmp / "notebooks" / "training_progress.ipynb").write_text(json.dumps(TRAINING_NOTEBOOK), encoding="utf-8")
+    _chat_notebook(tmp)
     # every cell in the page (no windowing), so "all cells ran" is checked on all of them; no news prompt
     settings = tmp / "settings" / "@jupyterlab"
     for plugin, value in (
@@ -324,3 +366,46 @@ def test_training_shows_a_live_bar_with_the_loss(lab, browser):
     text = text.replace("\u2007", " ")  # tqdm pads the widget's text with figure spaces
     assert "training: 100%" in text and "8/8" in text and "loss=" in text, f"bar without its loss: {text[-800:]!r}"
     assert "step 8/8" not in text  # text lines are for papermill and terminals, not under a live bar
+
+
+def test_the_chat_box_writes_the_memory_table(lab, browser):
+    from selenium.webdriver.common.keys import Keys
+
+    driver = browser
+    _open(driver, lab, CHAT_NOTEBOOK)
+    _menu(driver, "Run", "Run All Cells")
+    _wait("Run All started", lambda: any(p == "[*]:" or _ran(p) for p in _prompts(driver)), 60)
+    try:
+        _wait("Run All finished", lambda: "[*]:" not in _prompts(driver), RUN_TIMEOUT, 2)
+    finally:
+        driver.save_screenshot(str(SHOTS / "09_after_run_all.png"))
+    _kernel_idle(driver, CHAT_NOTEBOOK, 60)
+    outputs = driver.execute_script(
+        "return [...document.querySelectorAll('.jp-NotebookPanel:not(.lm-mod-hidden) .jp-OutputArea-output')]"
+        ".map(e => e.innerText)"
+    )
+    errors = [text[:800] for text in outputs if "Traceback (most recent call last)" in text]
+    assert not errors, f"a cell errored: {errors}"
+    real = any(t.startswith("RET-LLM adapter: ") and "/retllm/cpu/adapter_nomask on" in t for t in outputs)
+    assert real == (ADAPTER / "adapter_config.json").is_file(), outputs[:6]
+
+    sel = ".jp-NotebookPanel:not(.lm-mod-hidden) input[placeholder^='Tell me a fact']"
+    box = _wait("the chat box", lambda: driver.find_element("css selector", sel), 60)
+    driver.execute_script("arguments[0].scrollIntoView({block: 'start'})", box)
+    box.click()
+    box.send_keys(CHAT_MESSAGE, Keys.ENTER)  # Enter sends (the Text widget's value syncs on Enter)
+    tab = box.find_element("xpath", "ancestor::div[contains(concat(' ', @class, ' '), ' widget-tab ')]")
+
+    def table_row() -> bool:
+        tables = tab.find_elements("css selector", "table")
+        return any("Cleo Park" in t.text and "BMW" in t.text for t in tables)
+
+    try:
+        _wait("the typed fact in the memory table", table_row, 120, 1)
+    finally:
+        driver.save_screenshot(str(SHOTS / "09_chat_box.png"))
+    log = tab.text
+    assert f"USER  {CHAT_MESSAGE}" in log and "controller → memory: write ('Cleo Park'" in log, log[-1500:]
+    if os.environ.get("RETLLM_WIDGET_FIGURE") == "1":
+        assert real, "the committed widget figure is taken with notebook 02's adapter, not the stand-in"
+        tab.screenshot(str(ROOT / "figures" / "09_chat_widget.png"))
