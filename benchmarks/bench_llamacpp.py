@@ -3,8 +3,8 @@
     pip install llama-cpp-python      # no wheel on PyPI for Linux x86-64: builds llama.cpp (4.6 min on 2 cores here)
     .venv/bin/python benchmarks/bench_llamacpp.py            # -> results/llamacpp.json
 
-A measurement of the lever, not a path of the kit: the controller does not use llama.cpp (that would need the LoRA
-adapter converted to GGUF and the two logits processors of `copying` ported to llama-cpp-python's callbacks).
+Raw decoding speed of the two engines, without the adapter or the controller: bench_controller.py's llama.cpp
+variant times chat turns on `retllm_utils.llamacpp` (the adapter converted to GGUF, the kit's pauses and processors).
 Both engines decode greedily from the same chat prompts (user turns of the synthetic test split); llama.cpp reads
 the 4-bit (Q4_1) weights as they are, transformers the same weights dequantised to fp32, so outputs may differ.
 """
