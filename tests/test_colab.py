@@ -19,8 +19,6 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
-# notebooks being edited elsewhere when the cell was written; they take notebook 01's cell 1 next (issue 15)
-PENDING: set[str] = set()  # notebooks whose cell 1 is still the old one (none)
 
 
 def _install_cell(path: Path) -> str:
@@ -32,14 +30,7 @@ def _install_cell(path: Path) -> str:
 CELL = _install_cell(ROOT / "notebooks" / "01_synthetic_data.ipynb")
 
 
-@pytest.mark.parametrize(
-    "path",
-    [
-        pytest.param(p, marks=pytest.mark.xfail(reason="cell 1 not yet copied")) if p.stem in PENDING else p
-        for p in NOTEBOOKS
-    ],
-    ids=lambda p: p.stem,
-)
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
 def test_every_notebook_has_notebook_01s_install_cell(path):
     assert _install_cell(path) == CELL, f"{path.name}: cell 1 differs from notebook 01's install cell"
 
