@@ -326,7 +326,17 @@ def run_apart(a: argparse.Namespace, variants: list[str]) -> None:
     finish(a, variants, rows, turns, loads, parts[0]["mode"], adapter, parts[0]["memory"], parts[0]["memory_triples"])
 
 
-def finish(a, variants, rows, turns, loads, mode, adapter, memory_desc, n_before) -> None:
+def finish(
+    a: argparse.Namespace,
+    variants: list[str],
+    rows: list[dict],
+    turns: list[dict],
+    loads: dict[str, float],
+    mode: str,
+    adapter: Path | None,
+    memory_desc: str,
+    n_before: int,
+) -> None:
     """Save the results, print the tables, draw the figure."""
     res = {
         "benchmark": "controller",
