@@ -71,6 +71,23 @@ def test_grammar_for_a_head_reads_the_pretext_and_the_focus_sentence():
     assert g("Ann Lee>>educated at>>Oxford", True) and not g("Ann Lee>>educated at>>USER_ST", True)
 
 
+@pytest.mark.parametrize(
+    "body, closed, ok",
+    [
+        ("Duff Gibson>>date of birth>>1966;Duff Gibson>>place of birth>>Vaughan", True, True),
+        ("Duff Gibson>>date of birth>>1966;Duff Gibson>>date of birth>>1966", True, False),
+        ("Duff Gibson>>date of birth>>1966;Duff Gibson>>date of birth>>", False, False),
+        ("Duff Gibson>>date of birth>>1966;Duff Gibson>>date of b", False, False),  # only a taken relation fits
+        ("Duff Gibson>>date of birth>>1966;Duff Gibson>>place of b", False, True),
+        ("Duff Gibson>>date of birth>>1966;Duff  Gibson>>date of b", False, False),  # whitespace ignored
+        ("Duff Gibson>>date of birth>>1966;Vaughan>>date of birth>>1966", True, True),  # another subject
+    ],
+)
+def test_distinct_pairs_give_a_subject_each_relation_once_per_call(body, closed, ok):
+    assert W.WriteGrammar(SOURCE, RELATIONS, distinct_pairs=True)(body, closed) is ok
+    assert W.WriteGrammar(SOURCE, RELATIONS)(body, closed)  # off by default: each body above is allowed
+
+
 class Wants:
     """A stand-in write model as a `Step`: position by position it wants `target`'s next character most, "})" next,
     then every other token in a fixed random order."""

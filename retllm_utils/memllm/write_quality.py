@@ -10,7 +10,9 @@ body only if every subject and object is a span of the focus sentence or its pre
 ignored, as the kit's text joins DocRED's tokens with spaces where the canonical names may not) and every relation
 is one of the given names (Re-DocRED's 96: `docred.relation_names`). It cannot invent entities or relations, and
 every constrained call parses, so a malformed part never costs the call its good triples. Off by default: whether
-it raises write recall is measured in notebook 06, not assumed.
+it raises write recall is measured in notebook 06, not assumed. With `distinct_pairs` a subject takes each relation
+once per call, so a looping model cannot repeat a triple and writes on to "})" or the token limit
+(`benchmarks/write_levers.py` measures it: more triples, most of them wrong).
 
 Precision and recall per document, micro-averaged: exact (the same three strings) and embedding-matched
 (appendix F: a generated triple matches a gold one when subject and object reach cosine `tau_entity` and the
@@ -82,8 +84,9 @@ _BAD_SPACE = re.compile(r"[^\S ]| {3}")  # a call holds spaces (two in a row at 
 class WriteGrammar:
     """Allowed write-call bodies for one head: entities are spans of `source`, relations are `relations` (ours)."""
 
-    def __init__(self, source: str, relations: Iterable[str]):
+    def __init__(self, source: str, relations: Iterable[str], *, distinct_pairs: bool = False):
         self.relations = sorted({r.strip() for r in relations})
+        self.distinct_pairs = distinct_pairs  # a subject takes each relation once per call: no loop can repeat it
         self._names = set(self.relations)
         kept = [i for i, c in enumerate(source) if not c.isspace()]  # whitespace is ignored when matching spans
         self._flat = "".join(source[i] for i in kept)
@@ -97,9 +100,9 @@ class WriteGrammar:
         self._seen: dict[tuple[str, bool], bool] = {}
 
     @classmethod
-    def for_head(cls, head: str, relations: Iterable[str]) -> "WriteGrammar":
+    def for_head(cls, head: str, relations: Iterable[str], *, distinct_pairs: bool = False) -> "WriteGrammar":
         """The grammar for a write head (`generation.write_head`): spans of its pretext and focus sentence."""
-        return cls(head.replace(USER_ST, " ").replace(USER_END, " "), relations)
+        return cls(head.replace(USER_ST, " ").replace(USER_END, " "), relations, distinct_pairs=distinct_pairs)
 
     def entity(self, term: str, complete: bool) -> bool:
         """`term` is (a word-aligned start of, unless `complete`) a span of the source, whitespace ignored."""
@@ -118,9 +121,11 @@ class WriteGrammar:
             self._seen[key, complete] = ok
         return self._seen[key, complete]
 
-    def relation(self, term: str, complete: bool) -> bool:
-        """`term` is (the start of, unless `complete`) an allowed relation name."""
-        return term in self._names if complete else any(r.startswith(term) for r in self.relations)
+    def relation(self, term: str, complete: bool, taken: Collection[str] = ()) -> bool:
+        """`term` is (the start of, unless `complete`) an allowed relation name, not one of `taken`."""
+        if complete:
+            return term in self._names and term not in taken
+        return any(r.startswith(term) and r not in taken for r in self.relations)
 
     def __call__(self, body: str, closed: bool = False) -> bool:
         """Is `body` (the text after "({MEM_WRITE-->") allowed: a whole call body if `closed`, else a prefix of one."""
@@ -133,7 +138,7 @@ class WriteGrammar:
             return True  # a call without triples
         if _find_unescaped(body, "{}()", 0) >= 0 or _BAD_SPACE.search(body):
             return False
-        parts = _split_unescaped(body, ";")
+        parts, pairs = _split_unescaped(body, ";"), set()
         for k, part in enumerate(parts):
             whole = closed or k < len(parts) - 1
             terms = _split_unescaped(part, ">>")
@@ -142,7 +147,14 @@ class WriteGrammar:
             for f, term in enumerate(terms):
                 complete = whole or f < len(terms) - 1
                 text = _unescape(term) if complete else _unescape(term).lstrip()
-                if not (self.relation if f == 1 else self.entity)(text, complete):
+                if f == 1:
+                    subject = "".join(_unescape(terms[0]).split())
+                    taken = {r for s, r in pairs if s == subject} if self.distinct_pairs else ()
+                    if not self.relation(text, complete, taken):
+                        return False
+                    if complete:
+                        pairs.add((subject, text))
+                elif not self.entity(text, complete):
                     return False
         return True
 
@@ -161,14 +173,16 @@ def write_calls(
     write_rows: Sequence[Mapping[str, Any]],
     *,
     relations: Collection[str] | None = None,
+    distinct_pairs: bool = False,
     **kw: Any,
 ) -> list[WriteCall]:
     """One write call per write row (`write_examples`), constrained to spans of each head and to `relations` when
-    given (`WriteGrammar`; None: unconstrained); under late stopping each carries its greedy call (`.greedy`)."""
+    given (`WriteGrammar`, with `distinct_pairs`; None: unconstrained); under late stopping each carries its greedy
+    call (`.greedy`)."""
     calls = []
     for row in write_rows:
         head = row["text"][: row["spans"][0][0]]
-        grammar = None if relations is None else WriteGrammar.for_head(head, relations)
+        grammar = None if relations is None else WriteGrammar.for_head(head, relations, distinct_pairs=distinct_pairs)
         calls.append(write_call(ModelStep(model), tokenizer, head, constraint=grammar, **kw))
     return calls
 

@@ -1,0 +1,140 @@
+"""Write-recall levers for MemLLM's write model (Table 4, notebook 06), measured on a slice of dev beside the notebooks.
+
+Two steps, each optional:
+- `--train-docs N --epochs E --adapter-out DIR`: train a write adapter as notebook 05 does (same rows as notebook 04
+  builds them, same LoRA and learning rate), on the first N training documents (Re-DocRED test, as the kit's
+  training split) for E epochs: a different split of the same CPU budget between documents and epochs.
+- `--adapters A,B --eval-docs a:b --variants ...`: score write adapters on dev documents a..b-1 (first 3 focus
+  sentences each, as notebook 06's cpu profile), late stopping K = 5 with greedy read off the same pass, exact and
+  embedding-matched P/R. Variants: "free", "constrained" (`WriteGrammar`), "distinct" (constrained, and a subject
+  takes each relation once per call: the model cannot loop, so it writes until "})" or the token limit).
+
+    .venv/bin/python benchmarks/write_levers.py --train-docs 180 --epochs 1 --adapter-out runs/levers/write180x1
+    .venv/bin/python benchmarks/write_levers.py --adapters runs/memllm/cpu/write,runs/levers/write180x1 \
+        --eval-docs 0:10 --variants free,constrained --out benchmarks/results/write_levers.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+import warnings
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from retllm_utils.memllm.docred import load_docred, relation_names
+from retllm_utils.memllm.examples import build_write_rows, write_examples
+from retllm_utils.paths import DATA, ROOT
+
+RED = DATA / "redocred"
+
+
+def train(n_docs: int, epochs: float, out: Path, *, seed: int = 0, model_id: str = "smollm2-135m-instruct") -> dict:
+    """A write adapter on the first `n_docs` training documents, notebook 04's rows and notebook 05's settings."""
+    from retllm_utils.memllm.dataset import render
+    from retllm_utils.models import load_model
+    from retllm_utils.training import build_sft_dataset, lora_config, sft_config, train_lora
+
+    docs, rel = load_docred(RED / "test_revised.json"), relation_names(RED / "rel_info.json")
+    rows, _ = build_write_rows(docs, rel, range(n_docs), split="train", seed=seed, max_pretext_chars=600)
+    model, tok = load_model(model_id)
+    ds = build_sft_dataset(tok, rows, render, 1024)
+    args = sft_config(str(out / "trainer"), lr=1e-3, epochs=epochs, batch_size=8, max_length=1024, seed=seed)
+    t0 = time.perf_counter()
+    trainer = train_lora(model, tok, ds, args, lora_config(r=16, alpha=8, dropout=0.1))
+    seconds = time.perf_counter() - t0
+    trainer.model.save_pretrained(str(out))
+    meta = {
+        "train_docs": n_docs,
+        "epochs": epochs,
+        "examples": len(ds),
+        "tokens_per_epoch": sum(map(len, ds["input_ids"])),
+        "seconds": seconds,
+        "log_history": trainer.state.log_history,
+    }
+    (out / "train_meta.json").write_text(json.dumps(meta, indent=1))
+    print(f"trained {len(ds)} examples x {epochs} epochs in {seconds:.0f} s -> {out}")
+    return meta
+
+
+def evaluate(adapter: Path, docs: range, variants: list[str], *, model_id: str = "smollm2-135m-instruct") -> dict:
+    """Table 4's columns for each variant, greedy and late stopping (K = 5), on dev documents `docs`."""
+    from peft import PeftModel
+
+    from retllm_utils.memllm.write_quality import PRF, call_triples, score_embedded, score_exact, write_calls
+    from retllm_utils.models import load_embedder, load_model
+
+    dev, rel = load_docred(RED / "dev_revised.json"), relation_names(RED / "rel_info.json")
+    rows = {d: write_examples(dev[d], rel, max_pretext_chars=600)[:3] for d in docs}
+    gold = {d: [tuple(t) for r in rs for t in r["triples"]] for d, rs in rows.items()}
+    model, tok = load_model(model_id)
+    model = PeftModel.from_pretrained(model, str(adapter), adapter_name="write").eval()
+    emb = load_embedder("all-minilm-l6-v2")
+    tau = dict(tau_entity=emb.thresholds["tau_entity"], tau_relation=emb.thresholds["tau_relation"])
+    out: dict[str, Any] = {}
+    for v in variants:
+        relations = None if v == "free" else list(rel.values())
+        t0 = time.perf_counter()
+        calls = {
+            d: write_calls(
+                model, tok, rs, relations=relations, distinct_pairs=v == "distinct", late_stopping=5, max_new_tokens=128
+            )
+            for d, rs in rows.items()
+        }
+        seconds = time.perf_counter() - t0
+        for name, per in (("greedy", {d: [c.greedy for c in cs] for d, cs in calls.items()}), ("late", calls)):
+            ex, em = PRF(), PRF()
+            for d, cs in per.items():
+                triples = call_triples(cs)
+                ex, em = ex.add(score_exact(triples, gold[d])), em.add(score_embedded(triples, gold[d], emb, **tau))
+            row = {
+                "exact P": ex.precision,
+                "exact R": ex.recall,
+                "emb. P": em.precision,
+                "emb. R": em.recall,
+                "triples": ex.n_pred,
+                "gold": ex.n_gold,
+                "ends": dict(Counter(c.end for cs in per.values() for c in cs)),
+                "seconds": seconds,
+            }
+            out[f"{v}, {name}"] = row
+            print(
+                f"{adapter.name} {v}, {name}: "
+                + ", ".join(f"{k} {x:.3f}" for k, x in row.items() if "P" in k or "R" in k)
+                + f", {row['triples']} triples / {row['gold']} gold, ends {row['ends']}",
+                flush=True,
+            )
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--train-docs", type=int)
+    ap.add_argument("--epochs", type=float, default=1.0)
+    ap.add_argument("--adapter-out", type=Path)
+    ap.add_argument("--adapters", default="", help="comma-separated adapter folders to score")
+    ap.add_argument("--eval-docs", default="0:10", help="dev documents a:b")
+    ap.add_argument("--variants", default="free,constrained")
+    ap.add_argument("--out", type=Path, help="JSON file for the scores (and training metadata)")
+    a = ap.parse_args()
+    warnings.filterwarnings("ignore", category=FutureWarning)
+    report: dict[str, Any] = {}
+    if a.train_docs:
+        if a.adapter_out is None:
+            ap.error("--train-docs needs --adapter-out")
+        meta = train(a.train_docs, a.epochs, a.adapter_out)
+        report["training"] = {k: v for k, v in meta.items() if k != "log_history"}
+    lo, hi = (int(x) for x in a.eval_docs.split(":"))
+    for adapter in filter(None, a.adapters.split(",")):
+        path = Path(adapter)
+        report[str(path.relative_to(ROOT) if path.is_absolute() else path)] = evaluate(
+            path, range(lo, hi), a.variants.split(",")
+        )
+    if a.out:
+        a.out.write_text(json.dumps(report, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()
