@@ -346,6 +346,23 @@ def test_seeds_reproduce_and_documents_are_independent(corpus):
         assert len(row["text"][: row["text"].index("({USER_ST})")]) <= 300
 
 
+def test_write_adapter_can_see_more_documents_than_the_read_adapter(corpus):
+    docs, rn = corpus
+    kw = dict(n_dev=2, max_pretext_chars=300, embedder=NgramEmbedder(), seed=0)
+    same, _ = make_dataset(docs, docs[:3], rn, n_train=5, **kw)
+    more, _ = make_dataset(docs, docs[:3], rn, n_train=5, n_train_write=12, **kw)
+    wide, _ = make_dataset(docs, docs[:3], rn, n_train=12, **kw)
+    assert max(same["write_train"]["doc_idx"]) < 5 and max(more["write_train"]["doc_idx"]) >= 5
+    assert more["write_train"].to_list() == wide["write_train"].to_list()  # the write rows of 12 documents
+    for split in ("read_train", "write_dev", "read_dev", "docs_dev"):  # everything else as with n_train alone
+        assert more[split].to_list() == same[split].to_list()
+    everything, _ = make_dataset(docs, docs[:3], rn, n_train=5, n_train_write=None, **kw)
+    assert len(set(everything["write_train"]["doc_idx"])) >= len(set(more["write_train"]["doc_idx"]))
+    for bad in (0, -1, "all", 2.5):
+        with pytest.raises(ValueError, match="n_train_write"):
+            make_dataset(docs, docs[:3], rn, n_train=5, n_train_write=bad, **kw)
+
+
 def test_docs_dev_rows_point_at_gold_reads(corpus):
     docs, rn = corpus
     dd, _ = make_dataset(docs[:3], docs, rn, n_train=1, n_dev=3, seed=0, train_memory="gold")

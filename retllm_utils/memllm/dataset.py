@@ -68,6 +68,7 @@ def load_or_build(profile: str, seed: int = 0, **make_kw: Any) -> tuple[Any, str
     sizes = PROFILES[profile]
     kw = {
         "n_train": sizes["n_train"],
+        "n_train_write": sizes["n_train_write"],
         "n_dev": sizes["n_dev"],
         "max_pretext_chars": sizes["max_pretext_chars"],
         "seed": seed,
@@ -167,6 +168,7 @@ def make_dataset(
     *,
     n_train: int | None,
     n_dev: int | None,
+    n_train_write: int | None | str = "n_train",
     seed: int = 0,
     drop_empty: float = 0.85,
     early_shift: float = 1.0,
@@ -189,6 +191,9 @@ def make_dataset(
     """DatasetDict write_train, read_train, write_dev, read_dev, docs_dev from the first n documents of each file,
     and the counts per split (plus "memory": what the simulated memory kept, dropped and added).
 
+    `n_train_write` lets the write adapter see more training documents than the read adapter (its examples are
+    shorter, so the same CPU minutes cover more of them): "n_train" (default) the same documents, None all of them.
+
     Training reads take results from `train_lookup` when given (a `triple_memory_lookup` over the write model's memory:
     `results_source="memory"`); else `train_memory="simulated"` (default) builds `docred.simulated_memory` over every
     document of the training file (MemLLM's fuzzy lookup; `memory_drop` of the gold triples left out, `memory_wrong`
@@ -199,7 +204,13 @@ def make_dataset(
     """
     from datasets import DatasetDict
 
-    train_ids = range(len(train_docs) if n_train is None else min(n_train, len(train_docs)))
+    def first(n: int | None) -> range:
+        return range(len(train_docs) if n is None else min(n, len(train_docs)))
+
+    if not (n_train_write in ("n_train", None) or isinstance(n_train_write, int) and n_train_write > 0):
+        raise ValueError(f"n_train_write must be a positive int, None or 'n_train'; got {n_train_write!r}")
+    train_ids = first(n_train)
+    write_ids = train_ids if n_train_write == "n_train" else first(n_train_write)
     dev_ids = range(len(dev_docs) if n_dev is None else min(n_dev, len(dev_docs)))
     counts, splits = {}, {}
     if train_lookup is None and train_memory == "simulated":
@@ -231,18 +242,25 @@ def make_dataset(
         fill_empty_with_target=fill_empty_with_target,
     )
     jobs = (
-        ("train", train_docs, train_ids, train_lookup, dict(early_shift=early_shift, q_thr=q_thr), results_source),
+        (
+            "train",
+            train_docs,
+            (write_ids, train_ids),
+            train_lookup,
+            dict(early_shift=early_shift, q_thr=q_thr),
+            results_source,
+        ),
         (
             "dev",
             dev_docs,
-            dev_ids,
+            (dev_ids, dev_ids),
             GoldMemory.from_docs(dev_docs, rel_names),
             dict(early_shift=0.0, q_thr=None, max_results=MAX_RESULTS, merge_same_queries=True, drop_cut_queries=False),
             "gold",
         ),
     )
-    for name, docs, ids, lookup, kw, source in jobs:
-        w, nw = build_write_rows(docs, rel_names, ids, split=name, **wkw)
+    for name, docs, (w_ids, ids), lookup, kw, source in jobs:
+        w, nw = build_write_rows(docs, rel_names, w_ids, split=name, **wkw)
         r, nr = build_read_rows(docs, rel_names, ids, lookup, split=name, results_source=source, **rkw, **kw)
         splits[f"write_{name}"] = _dataset(w, "write")
         splits[f"read_{name}"] = _dataset(r, "read")

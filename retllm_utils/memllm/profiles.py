@@ -1,9 +1,11 @@
 """MemLLM profile sizes, the one definition notebooks 04–07 import (smoke: CI; cpu: 2 cores; gpu: paper size).
 
-cpu: 90 training documents give ~112k write and ~198k read SmolLM2 tokens per epoch, so two epochs of both adapters
-take about 75 minutes at ~140 tokens/s on 2 cores (notebook 05). 100 dev documents are built (notebook 04): notebook
-06 runs the write model over the first `n_write_docs` (Table 4; its triples are MW[dev]), notebook 07 scores the
-rows that need no write model on all `n_eval_docs` and the MW[dev] rows on the written ones (Table 1).
+cpu: the write adapter trains on the first 180 training documents (~218k SmolLM2 tokens per epoch), the read adapter
+on the first 90 (~198k: appendix C doubles its examples), so two epochs of each take about 45 minutes at ~160
+tokens/s on 2 cores (notebook 05; benchmarks/README.md "Write-recall levers" for why 180). 100 dev documents are
+built (notebook 04): notebook 06 runs the write model over the first `n_write_docs` (Table 4; its triples are
+MW[dev]), notebook 07 scores the rows that need no write model on all `n_eval_docs` and the MW[dev] rows on the
+written ones (Table 1).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ __all__ = ["PROFILES", "settings"]
 PROFILES: dict[str, dict[str, Any]] = {
     "smoke": dict(
         n_train=3,
+        n_train_write=3,
         n_dev=3,
         max_pretext_chars=600,  # notebook 04: documents (None: all 500)
         train_rows=8,
@@ -36,6 +39,7 @@ PROFILES: dict[str, dict[str, Any]] = {
     ),
     "cpu": dict(
         n_train=90,
+        n_train_write=180,
         n_dev=100,
         max_pretext_chars=600,
         train_rows=None,
@@ -55,6 +59,7 @@ PROFILES: dict[str, dict[str, Any]] = {
     ),
     "gpu": dict(
         n_train=None,
+        n_train_write=None,
         n_dev=None,
         max_pretext_chars=1500,
         train_rows=None,
