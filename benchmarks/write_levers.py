@@ -26,9 +26,11 @@ from typing import Any
 
 from retllm_utils.memllm.docred import load_docred, relation_names
 from retllm_utils.memllm.examples import build_write_rows, write_examples
+from retllm_utils.memllm.profiles import settings
 from retllm_utils.paths import DATA, ROOT
 
 RED = DATA / "redocred"
+CPU = settings("cpu")  # the sizes notebooks 04–06 use on the cpu profile
 
 
 def train(n_docs: int, epochs: float, out: Path, *, seed: int = 0, model_id: str = "smollm2-135m-instruct") -> dict:
@@ -38,10 +40,14 @@ def train(n_docs: int, epochs: float, out: Path, *, seed: int = 0, model_id: str
     from retllm_utils.training import build_sft_dataset, lora_config, sft_config, train_lora
 
     docs, rel = load_docred(RED / "test_revised.json"), relation_names(RED / "rel_info.json")
-    rows, _ = build_write_rows(docs, rel, range(n_docs), split="train", seed=seed, max_pretext_chars=600)
+    rows, _ = build_write_rows(
+        docs, rel, range(n_docs), split="train", seed=seed, max_pretext_chars=CPU["max_pretext_chars"]
+    )
     model, tok = load_model(model_id)
     ds = build_sft_dataset(tok, rows, render, 1024)
-    args = sft_config(str(out / "trainer"), lr=1e-3, epochs=epochs, batch_size=8, max_length=1024, seed=seed)
+    args = sft_config(
+        str(out / "trainer"), lr=1e-3, epochs=epochs, batch_size=CPU["batch_size"], max_length=1024, seed=seed
+    )
     t0 = time.perf_counter()
     trainer = train_lora(model, tok, ds, args, lora_config(r=16, alpha=8, dropout=0.1))
     seconds = time.perf_counter() - t0
@@ -67,7 +73,10 @@ def evaluate(adapter: Path, docs: range, variants: list[str], *, model_id: str =
     from retllm_utils.models import load_embedder, load_model
 
     dev, rel = load_docred(RED / "dev_revised.json"), relation_names(RED / "rel_info.json")
-    rows = {d: write_examples(dev[d], rel, max_pretext_chars=600)[:3] for d in docs}
+    rows = {
+        d: write_examples(dev[d], rel, max_pretext_chars=CPU["max_pretext_chars"])[: CPU["write_sentences"]]
+        for d in docs
+    }
     gold = {d: [tuple(t) for r in rs for t in r["triples"]] for d, rs in rows.items()}
     model, tok = load_model(model_id)
     model = PeftModel.from_pretrained(model, str(adapter), adapter_name="write").eval()
@@ -79,7 +88,13 @@ def evaluate(adapter: Path, docs: range, variants: list[str], *, model_id: str =
         t0 = time.perf_counter()
         calls = {
             d: write_calls(
-                model, tok, rs, relations=relations, distinct_pairs=v == "distinct", late_stopping=5, max_new_tokens=128
+                model,
+                tok,
+                rs,
+                relations=relations,
+                distinct_pairs=v == "distinct",
+                late_stopping=5,
+                max_new_tokens=CPU["max_write_tokens"],
             )
             for d, rs in rows.items()
         }
