@@ -1,6 +1,7 @@
 """MemLLM's shared decoders (`memllm.generation`) on scripted stand-in models: no real model, fast."""
 
 import math
+import warnings
 from collections import Counter
 
 import pytest
@@ -272,6 +273,22 @@ def test_model_step_feeds_only_new_ids_and_keeps_the_cache():
     assert m.calls == [([1, 2, 3], None, {"logits_to_keep": 1}), ([4], 3, {"logits_to_keep": 1})] and step.cache == 4
     G.ModelStep(m, 7, last_logits_only=False)([5])
     assert m.calls[-1] == ([5], 7, {})
+
+
+def test_model_step_passes_the_cache_under_the_name_the_installed_transformers_uses():
+    # transformers 5.24 renamed `past_key_values` to `cache`: the old name raises a FutureWarning (removal in 5.40)
+    from transformers import AutoModelForCausalLM, LlamaConfig
+
+    torch.manual_seed(0)
+    cfg = LlamaConfig(vocab_size=50, hidden_size=16, intermediate_size=32, num_hidden_layers=2, num_attention_heads=2)
+    model = AutoModelForCausalLM.from_config(cfg).eval()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FutureWarning)
+        full, _ = G.forward_cached(model, [1, 2, 3, 4, 5])
+        step = G.ModelStep(model)
+        first, last = step([1, 2, 3]), step([4, 5])
+    assert full.shape == (5, 50)
+    assert torch.allclose(first, full[2], atol=1e-5) and torch.allclose(last, full[4], atol=1e-5)
 
 
 class HashedNoise:

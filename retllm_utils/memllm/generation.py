@@ -46,6 +46,7 @@ not allowed the token is chosen with "({" removed, as the evaluators score text 
 
 from __future__ import annotations
 
+import inspect
 import re
 from collections import Counter
 from dataclasses import dataclass, field, replace
@@ -94,6 +95,19 @@ OPEN = "({"  # the token a read starts with (MemLLM's START; one token in SmolLM
 WRITE_ENDS = ("closed", "late stop", "repeat", "limit", "stuck")  # `WriteCall.end`: what ended a write call
 
 
+def _cache_argument(model: Any) -> str:
+    """transformers 5.24 renamed the KV cache argument `past_key_values` to `cache` (the old name warns, then goes)."""
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model  # a PEFT model passes it through
+    return "cache" if "cache" in inspect.signature(getattr(base, "forward", base)).parameters else "past_key_values"
+
+
+def forward_cached(model: Any, ids: Sequence[int], cache: Any = None, **kw: Any) -> tuple[torch.Tensor, Any]:
+    """Logits (positions, vocabulary) of `ids` fed after `cache`, and the cache extended by them."""
+    name = _cache_argument(model)
+    out = model(input_ids=torch.tensor([list(ids)], device=model.device), use_cache=True, **{name: cache}, **kw)
+    return out.logits[0], getattr(out, name)
+
+
 class ModelStep:
     """A causal LM and its KV cache as a `Step`: each call feeds only the new ids."""
 
@@ -105,14 +119,8 @@ class ModelStep:
     @torch.no_grad()
     def __call__(self, ids: Sequence[int]) -> torch.Tensor:
         kw = {"logits_to_keep": 1} if self.last_logits_only else {}
-        out = self.model(
-            input_ids=torch.tensor([list(ids)], device=self.model.device),
-            past_key_values=self.cache,
-            use_cache=True,
-            **kw,
-        )
-        self.cache = out.past_key_values
-        return out.logits[0, -1]
+        logits, self.cache = forward_cached(self.model, ids, self.cache, **kw)
+        return logits[-1]
 
 
 def model_steps(model: Any, adapter: str | None = None) -> Callable[[], ModelStep]:

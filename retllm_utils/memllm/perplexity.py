@@ -65,7 +65,7 @@ import numpy as np
 import torch
 
 from ..api import Triple, format_memllm_read_query, format_memllm_read_reply
-from .generation import OPEN, ModelStep, Step, piece, read_query, token_id
+from .generation import OPEN, ModelStep, Step, forward_cached, piece, read_query, token_id
 from .table1 import (
     PAPER_CLAIMS,
     PAPER_TABLE1,
@@ -258,11 +258,6 @@ class _Reads:
             return float(-np.logaddexp(np.log(self.w) - q1, np.log1p(-self.w) - q0))
 
 
-def _forward(model: Any, ids: list[int], cache: Any = None) -> tuple[torch.Tensor, Any]:
-    out = model(input_ids=torch.tensor([ids], device=model.device), past_key_values=cache, use_cache=True)
-    return out.logits[0], out.past_key_values
-
-
 # ------------------------------------------------------------------------------------------------ evaluators
 @torch.no_grad()
 def reference_doc(
@@ -339,7 +334,7 @@ def fast_doc(
     ids, n = doc.ids, len(doc.ids)
     if n < 2:
         return r.result
-    logits, plain_cache = _forward(model, ids)
+    logits, plain_cache = forward_cached(model, ids)
     plain = np.vstack([np.full((1, 4), np.nan), _stats(logits[:-1], ids[1:], r.open_id)])  # plain[t]: ids[t]'s
     del logits
     gold_after = sorted(doc.gold_reads)
@@ -355,7 +350,7 @@ def fast_doc(
     def row(t: int) -> np.ndarray:
         while t - br["p"] >= len(br["rows"]):  # model-chosen positions: feed the next stretch of the document
             a, b = br["p"] + br["fed"], upto(t)
-            lg, br["cache"] = _forward(model, ids[a:b], br["cache"])
+            lg, br["cache"] = forward_cached(model, ids[a:b], br["cache"])
             br["rows"] = np.vstack([br["rows"], _stats(lg, ids[a + 1 : b + 1], r.open_id)])
             br["fed"] = b - br["p"]
         return br["rows"][t - br["p"]]
@@ -374,7 +369,7 @@ def fast_doc(
             if reply is not None:
                 pending = call[fed:] + reply  # a decoded query was fed to the step but its last token
                 m = upto(t)
-                lg, cache = _forward(model, pending + ids[t:m], step.cache)
+                lg, cache = forward_cached(model, pending + ids[t:m], step.cache)
                 br = {"p": t, "rows": _stats(lg[len(pending) - 1 :], ids[t : m + 1], r.open_id), "cache": cache}
                 br["fed"] = m - t
                 b = br["rows"][0]
