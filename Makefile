@@ -7,7 +7,7 @@ PROFILE ?= cpu
 STAMP := $(VENV)/.installed
 NBRUN := .nbrun
 
-.PHONY: install reproduce test lint format clean
+.PHONY: install reproduce test lint format clean checkpoints restore-checkpoints
 
 install: $(STAMP)
 
@@ -54,6 +54,24 @@ test: lint
 format: $(STAMP)
 	$(VENV)/bin/ruff format .
 	$(VENV)/bin/ruff check --fix .
+
+# The cpu profile's MemLLM adapters and their training logs (notebook 05) and the write model's memory (notebook 06),
+# as committed, so notebooks 06 and 07 re-run without 90 min of training (checkpoints/README.md). `checkpoints` snapshots runs/ into the kit;
+# `restore-checkpoints` copies the snapshot into runs/ after checking its SHA-256 sums.
+CKPT := checkpoints/memllm/cpu
+CKPT_FILES := $(foreach k,write read,$(k)/adapter_config.json $(k)/adapter_model.safetensors $(k)/train_meta.json) \
+  mw_dev.json
+checkpoints:
+	mkdir -p $(CKPT)/write $(CKPT)/read
+	for f in $(CKPT_FILES); do cp runs/memllm/cpu/$$f $(CKPT)/$$f; done
+	@# peft records the base model's local path; the kit keeps only its name (loading never reads it)
+	sed -i -E 's#("base_model_name_or_path": ")[^"]*/#\1#' $(CKPT)/write/adapter_config.json $(CKPT)/read/adapter_config.json
+	cd $(CKPT) && sha256sum $(CKPT_FILES) > SHA256SUMS
+
+restore-checkpoints:
+	cd $(CKPT) && sha256sum -c --quiet SHA256SUMS
+	mkdir -p runs/memllm/cpu/write runs/memllm/cpu/read
+	for f in $(CKPT_FILES); do cp $(CKPT)/$$f runs/memllm/cpu/$$f; done
 
 clean:
 	rm -rf $(NBRUN) .pytest_cache
