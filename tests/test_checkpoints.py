@@ -66,3 +66,9 @@ def test_write_memory_is_the_one_notebook_06_reported():
     assert mw["n_docs"] == table4["n_docs"]
     assert len(mw["triples"]) == table4["table4"][mw["decoding"]]["triples"]
     assert all(len(t) == 3 and all(isinstance(x, str) and x for x in t) for t in mw["triples"])
+
+
+def test_notebook_07_read_the_committed_write_memory():
+    mw = json.loads((CKPT / "mw_dev.json").read_text(encoding="utf-8"))
+    table1 = json.loads((ROOT / "results" / "07_table1.json").read_text())
+    assert table1["mw_dev"] == {"decoding": mw["decoding"], "n_docs": mw["n_docs"], "triples": len(mw["triples"])}
