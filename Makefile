@@ -56,8 +56,8 @@ format: $(STAMP)
 	$(VENV)/bin/ruff check --fix .
 
 # The cpu profile's MemLLM adapters and their training logs (notebook 05) and the write model's memory (notebook 06),
-# as committed, so notebooks 06 and 07 re-run without 90 min of training (checkpoints/README.md). `checkpoints` snapshots runs/ into the kit;
-# `restore-checkpoints` copies the snapshot into runs/ after checking its SHA-256 sums.
+# as committed, so notebooks 06 and 07 re-run without 50-90 min of training (checkpoints/README.md). `checkpoints`
+# snapshots runs/ into the kit; `restore-checkpoints` copies the snapshot into runs/ after checking its SHA-256 sums.
 CKPT := checkpoints/memllm/cpu
 CKPT_FILES := $(foreach k,write read,$(k)/adapter_config.json $(k)/adapter_model.safetensors $(k)/train_meta.json) \
   mw_dev.json

@@ -46,6 +46,7 @@ not allowed the token is chosen with "({" removed, as the evaluators score text 
 
 from __future__ import annotations
 
+import functools
 import inspect
 import re
 from collections import Counter
@@ -98,7 +99,14 @@ WRITE_ENDS = ("closed", "late stop", "repeat", "limit", "stuck")  # `WriteCall.e
 def _cache_argument(model: Any) -> str:
     """transformers 5.24 renamed the KV cache argument `past_key_values` to `cache` (the old name warns, then goes)."""
     base = model.get_base_model() if hasattr(model, "get_base_model") else model  # a PEFT model passes it through
-    return "cache" if "cache" in inspect.signature(getattr(base, "forward", base)).parameters else "past_key_values"
+    return _cache_argument_of(type(base))
+
+
+@functools.cache
+def _cache_argument_of(cls: type) -> str:
+    """Looked up once per model class: forward_cached runs once per decoded token."""
+    fn = getattr(cls, "forward", None) or cls.__call__
+    return "cache" if "cache" in inspect.signature(fn).parameters else "past_key_values"
 
 
 def forward_cached(model: Any, ids: Sequence[int], cache: Any = None, **kw: Any) -> tuple[torch.Tensor, Any]:
