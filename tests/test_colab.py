@@ -10,8 +10,10 @@ packages, Drive, GPUs) is not here.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
+import shutil
 import subprocess
 import sys
 import types
@@ -128,3 +130,37 @@ def test_on_colab_without_drive_warns_that_runs_stay_local(monkeypatch, capsys):
     _fake_colab(monkeypatch, mount_error=RuntimeError("mount failed"))
     exec(CELL, {})
     assert "WARNING: Google Drive not mounted" in capsys.readouterr().out and "RETLLM_RUNS" not in os.environ
+
+
+def _tool(name: str):
+    spec = importlib.util.spec_from_file_location(name, ROOT / "tools" / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_every_badge_and_install_cell_names_the_one_setting():
+    assert _tool("set_repo").problems() == []
+
+
+def test_set_repo_rewrites_every_badge_and_default(tmp_path, monkeypatch):
+    set_repo = _tool("set_repo")
+    for rel in ("retllm_utils/colab.py", "README.md", *(f"notebooks/{p.name}" for p in NOTEBOOKS[:2])):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(ROOT / rel, tmp_path / rel)
+    (tmp_path / "docs").mkdir()
+    other = "[llama.cpp](https://github.com/ggml-org/llama.cpp)"
+    (tmp_path / "docs" / "colab.md").write_text(f"{other}\nhttps://github.com/{colab.REPO}/blob/main/README.md\n")
+
+    changed = set_repo.set_repo("someone/fork", tmp_path)
+    assert set_repo.current(tmp_path) == "someone/fork" and len(changed) == 5
+    assert set_repo.problems(tmp_path) == []
+    readme = (tmp_path / "README.md").read_text()
+    assert colab.REPO not in readme and readme.count("colab.research.google.com/github/someone/fork/") >= 9
+    assert (
+        tmp_path / "docs" / "colab.md"
+    ).read_text() == f"{other}\nhttps://github.com/someone/fork/blob/main/README.md\n"
+    cell = _install_cell(tmp_path / "notebooks" / NOTEBOOKS[0].name)
+    assert cell == CELL.replace(colab.REPO, "someone/fork")
+    with pytest.raises(ValueError, match="OWNER/NAME"):
+        set_repo.set_repo("https://github.com/someone/fork", tmp_path)
