@@ -110,7 +110,7 @@ def open_memory(target, kind: str, embedder, **kw):
     No spelling check (`fuzzy_char=0`): a fuzzy read then takes the nearest phrase, so recall@1 measures the index."""
     kw.setdefault("fuzzy_char", 0.0)
     if "#" in str(target):
-        from retllm_utils.pg_memory import PgTripleMemory
+        from retllm_utils.backends.postgres import PgTripleMemory
 
         uri, schema = str(target).rsplit("#", 1)
         return PgTripleMemory(uri, embedder=embedder, index=kind, schema=schema, **kw)
@@ -519,7 +519,7 @@ def main() -> None:
     if a.backend == "postgres":
         a.dir.mkdir(parents=True, exist_ok=True)
         if not a.pg_uri:
-            from retllm_utils.pg_memory import local_server
+            from retllm_utils.backends.postgres import local_server
 
             server = local_server(a.dir / "pgdata", cleanup_mode="stop")
             a.pg_uri = server.get_uri()

@@ -5,10 +5,12 @@ imported here.
 
 Core:
 - `api`: the two memory-API text dialects, formatted and parsed (RET-LLM §3.2, MemLLM §3.2; every notebook).
-- `memory`: `TripleMemory`, the papers' reads — RET-LLM exact-then-fuzzy, MemLLM τ / Q_thr (notebooks 03, 06, 07).
-- `triple_store`: the SQLite triple table and phrase vectors under it: writes, transactions, updates.
+- `memory`: the papers' reads — RET-LLM exact-then-fuzzy, MemLLM τ / Q_thr — as `MemoryReads` over any backend, and
+  `TripleMemory`, them on SQLite (notebooks 03, 06, 07).
+- `triple_store`: `TripleStore`, the one store interface both backends inherit: term checks and the term-length
+  cap, writes, updates, inspection, import / export, written once.
 - `phrase_index`: one faiss index per phrase kind (flat, LSH as RET-LLM, HNSW as MemLLM; notebook 08).
-- `memory_io`: DataFrame / CSV / SQL import and export of a memory.
+- `memory_io`: DataFrame / CSV / SQL import and export of a memory (any object with `__iter__` and `write_many`).
 - `controller`: user ↔ model ↔ memory, hiding the API (RET-LLM Figures 3–5, notebook 03; MemLLM, notebook 07).
 - `session`: a RET-LLM chat and a MemLLM write/continue pad over live memories, what notebook 09's widgets call.
 - `models`: the offline LLM (SmolLM2 for Alpaca-7B / Mistral-7B) and phrase encoders (MiniLM for Contriever).
@@ -16,6 +18,12 @@ Core:
 - `training`: span-masked LoRA SFT on TRL's SFTTrainer (notebooks 02, 05).
 - `metrics`: precision/recall with one rule for empty sides, whole-word mentions (notebooks 02, 03, 06).
 - `paths`: where data, figures and runs live; the profile names.
+
+`backends/` — where a memory's triples live, each a `triple_store.TripleStore`; the package imports nothing:
+- `sqlite`: `SqliteStore`, triples, phrases and vectors in one SQLite file, faiss indexes beside it (the papers').
+- `postgres`: `PgTripleMemory` on PostgreSQL + pgvector, beyond both papers, so imported only when used (the
+  `postgres` extra); `local_server`, `open_memory`.
+- `pg_phrases`: the Postgres backend's `?`-placeholder connection, phrase ids and pgvector nearest-phrase search.
 
 `retllm/` — RET-LLM (Modarressi et al., 2023):
 - `synthetic`: the people–company data set (§3.3, Tables 1–2; notebook 01).

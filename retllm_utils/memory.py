@@ -2,16 +2,18 @@
 
 It is RET-LLM's memory (§3.1; the scene memory of notebook 03, Figures 3–5) and MemLLM's (§3.1 read; the read
 results of notebook 04's training data and the memory reads of notebook 07, Table 1); notebook 08 measures it at
-10k–1M triples. The store itself (SQLite rows, phrase vectors, transactions, writes) is `triple_store.TripleStore`;
-the faiss indexes over its vectors are `phrase_index` (one `PhraseIndex` per kind); DataFrame / CSV / SQL import and
-export are `memory_io`. This module holds what the papers define: the two reads and their thresholds.
+10k–1M triples. This module holds what the papers define: the two reads and their thresholds (`MemoryReads`, over
+any backend), and `TripleMemory`, those reads on the SQLite store. What every store shares (term checks, writes,
+inspection, import / export) is `triple_store.TripleStore`; the SQLite rows, phrase vectors and transactions are
+`backends.sqlite.SqliteStore`, the faiss indexes over its vectors `phrase_index`; the same reads on PostgreSQL are
+`backends.postgres.PgTripleMemory`.
 
 - RET-LLM read (`read`, `read_explained`): a given term matches exactly, or a stored phrase of its kind stands in
   for it: of the `fuzzy_candidates` nearest by cosine, the nearest whose cosine >= `fuzzy` and whose character
   similarity (`char_similarity`, rapidfuzz) >= `fuzzy_char`, both per role; all matching triples come back. The
   paper's rule is the nearest with cosine >= `fuzzy`; the character check keeps another person sharing a surname
   from standing in ("Pierre Patel" for "Parisa Patel", cosine 0.76 with MiniLM) while typos and company paraphrases
-  still resolve (`retllm.matching` measured it; issue 14).
+  still resolve (`retllm.matching` measured it).
 - MemLLM read (`query_memllm`, `memllm_search`, MemLLM §3.1): candidate entities (cos >= `tau_entity`) and
   relations (cos >= `tau_relation`), triples whose mean of the two >= `tau_triple`, the other entities
   returned by score; a query with `q_thr` or more results returns nothing.
@@ -29,7 +31,6 @@ at a time (the others wait up to `busy_timeout` seconds), and every connection p
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from typing import Any, Mapping, NamedTuple, Sequence
 
@@ -37,22 +38,16 @@ import numpy as np
 from rapidfuzz import fuzz, utils
 from rapidfuzz.distance import OSA
 
-from . import memory_io
 from .api import Triple, is_memllm_query
+from .backends.sqlite import SqliteStore
 from .memory_io import COLUMNS
 from .models import PAPER_THRESHOLDS
-from .phrase_index import (
-    ENTITY,
-    INDEX_KINDS,
-    RELATION,
-    SQL_CHUNK,
-    chunks,
-    marks,
-)
-from .triple_store import BUSY_TIMEOUT, ROLES, SELECT_TEXT, TripleStore, clean_triple
+from .phrase_index import ENTITY, INDEX_KINDS, RELATION, SQL_CHUNK, chunks, marks
+from .triple_store import ROLES, SELECT_TEXT, TripleStore, clean_triple
 
 __all__ = [
     "TripleMemory",
+    "MemoryReads",
     "TripleStore",
     "ReadResult",
     "Substitution",
@@ -132,39 +127,20 @@ class ReadResult:
     substitutions: list[Substitution] = field(default_factory=list)
 
 
-def set_thresholds(memory: Any, **given: float | Mapping[str, float] | None) -> None:
-    """The reads' thresholds on `memory`: each given value, else its embedder's (`thresholds`), else the paper's.
+class MemoryReads(TripleStore):
+    """Both papers' reads over any backend's store: a backend's memory is `class X(MemoryReads, BackendStore)`.
 
-    `fuzzy` and `fuzzy_char` are a number (every role) or a mapping subject / relation / object -> number.
-    """
-    th = {**PAPER_THRESHOLDS, **(getattr(memory.embedder, "thresholds", None) or {})}
-    for name in ("tau_entity", "tau_relation", "tau_triple", "fuzzy", "fuzzy_char"):
-        value = th[name] if given.get(name) is None else given[name]
-        setattr(memory, name, dict(value) if isinstance(value, Mapping) else value)  # a copy: change it at will
-
-
-class TripleMemory(TripleStore):
-    """RET-LLM / MemLLM memory: a SQLite triple table (file or in-memory) plus faiss indexes of its phrases.
-
-    `path`: a database file (index files live beside it as `path + ".entity.faiss"` / `".relation.faiss"`),
-    or None for an in-memory memory. `embedder`: anything with `.name`, `.dim`, `.thresholds`, `.encode`
-    (see `models.Embedder`); None loads the bundled MiniLM. `index`: "flat" (exact inner product), "lsh"
-    (faiss IndexLSH, `lsh_nbits` bits, as RET-LLM) or "hnsw" (IndexHNSWFlat, inner product, as MemLLM).
-    Thresholds default to `embedder.thresholds`; they are plain attributes, change them at will. `fuzzy` (cosine)
-    and `fuzzy_char` (character similarity, 0: no check) are a number for every role or a mapping per role
-    ({"subject": .., "relation": .., "object": ..}); `fuzzy_candidates`: how many nearest phrases are checked.
-    Reopening a file built with another embedder (name or dim) raises ValueError, unless `reembed=True`,
-    which re-encodes every stored phrase with the new embedder and rebuilds the indexes. An existing 0-byte file
-    raises ValueError unless `create=True`; `busy_timeout` (seconds, default 60): how long a write waits for
-    another connection's.
+    The read options are keyword arguments here, everything else goes to the backend's store, which opens first.
+    `tau_entity`, `tau_relation`, `tau_triple` (MemLLM), `fuzzy` (cosine) and `fuzzy_char` (character similarity,
+    0: no check; RET-LLM) default to the embedder's `thresholds`, else the paper's (`models.PAPER_THRESHOLDS`);
+    they are plain attributes, change them at will. `fuzzy` and `fuzzy_char` are a number for every role or a
+    mapping per role ({"subject": .., "relation": .., "object": ..}); `fuzzy_candidates`: how many nearest phrases
+    are checked; `q_thr`: MemLLM's Q_thr; `hnsw_ef_search`: HNSW's efSearch at read time.
     """
 
     def __init__(
         self,
-        path: str | os.PathLike | None = None,
-        embedder: Any = None,
-        index: str = "flat",
-        *,
+        *store_args: Any,
         tau_entity: float | None = None,
         tau_relation: float | None = None,
         tau_triple: float | None = None,
@@ -172,31 +148,21 @@ class TripleMemory(TripleStore):
         fuzzy_char: float | Mapping[str, float] | None = None,
         fuzzy_candidates: int = FUZZY_CANDIDATES,
         q_thr: int = Q_THR,
-        reembed: bool = False,
-        lsh_nbits: int | None = None,
-        hnsw_m: int = 32,
         hnsw_ef_search: int = 64,
-        create: bool = False,
-        busy_timeout: float = BUSY_TIMEOUT,
+        **store_kw: Any,
     ):
-        super().__init__(
-            path,
-            embedder,
-            index,
-            reembed=reembed,
-            lsh_nbits=lsh_nbits,
-            hnsw_m=hnsw_m,
-            create=create,
-            busy_timeout=busy_timeout,
-        )
-        set_thresholds(
-            self,
-            tau_entity=tau_entity,
-            tau_relation=tau_relation,
-            tau_triple=tau_triple,
-            fuzzy=fuzzy,
-            fuzzy_char=fuzzy_char,
-        )
+        super().__init__(*store_args, **store_kw)
+        given = {
+            "tau_entity": tau_entity,
+            "tau_relation": tau_relation,
+            "tau_triple": tau_triple,
+            "fuzzy": fuzzy,
+            "fuzzy_char": fuzzy_char,
+        }
+        th = {**PAPER_THRESHOLDS, **(getattr(self.embedder, "thresholds", None) or {})}
+        for name, value in given.items():
+            value = th[name] if value is None else value
+            setattr(self, name, dict(value) if isinstance(value, Mapping) else value)  # a copy: change it at will
         self.fuzzy_candidates = fuzzy_candidates
         self.q_thr = q_thr
         self.hnsw_ef_search = hnsw_ef_search
@@ -317,10 +283,19 @@ class TripleMemory(TripleStore):
                 best[other] = max(score, best.get(other, -2.0))
         return sorted(best, key=lambda e: -best[e])  # stable: ties keep query, then score order
 
-    # ------------------------------------------------------------------------------------------ import / export
-    to_dataframe = memory_io.to_dataframe
-    from_dataframe = memory_io.from_dataframe
-    to_csv = memory_io.to_csv
-    from_csv = memory_io.from_csv
-    to_sql = memory_io.to_sql
-    from_sql = memory_io.from_sql
+
+class TripleMemory(MemoryReads, SqliteStore):
+    """RET-LLM / MemLLM memory: a SQLite triple table (file or in-memory) plus faiss indexes of its phrases.
+
+    `TripleMemory(path=None, embedder=None, index="flat", *, <read options>, reembed=False, lsh_nbits=None,
+    hnsw_m=32, create=False, busy_timeout=60)`. `path`: a database file (index files live beside it as
+    `path + ".entity.faiss"` / `".relation.faiss"`), or None for an in-memory memory. `embedder`: anything with
+    `.name`, `.dim`, `.thresholds`, `.encode` (see `models.Embedder`); None loads the bundled MiniLM. `index`:
+    "flat" (exact inner product), "lsh" (faiss IndexLSH, `lsh_nbits` bits, as RET-LLM) or "hnsw" (IndexHNSWFlat,
+    `hnsw_m` links, inner product, as MemLLM). The read options (thresholds, `fuzzy_candidates`, `q_thr`,
+    `hnsw_ef_search`) are `MemoryReads`'. Reopening a file built with another embedder (name or dim) raises
+    ValueError, unless `reembed=True`, which re-encodes every stored phrase with the new embedder and rebuilds the
+    indexes. An existing 0-byte file raises ValueError unless `create=True`; `busy_timeout` (seconds, default 60):
+    how long a write waits for another connection's. Writes refuse a term longer than `max_term_chars`
+    (`triple_store.MAX_TERM_CHARS`).
+    """

@@ -3,7 +3,9 @@
 RET-LLM argues for a memory that is aggregatable, updatable and interpretable (abstract, §3.1): these functions
 are how its contents are read and edited outside the model, and how facts from other sources (a spreadsheet, a
 database table) come in. No notebook table or figure depends on them; `tests/test_memory.py` covers the round
-trips. `TripleMemory` exposes each as a method of the same name (`mem.to_csv(path)`), the usual way to call them.
+trips. Every memory (`triple_store.TripleStore`, so both backends) exposes each as a method of the same name
+(`mem.to_csv(path)`), the usual way to call them. They need of a memory only what `Triples` names, so this module
+imports no store.
 """
 
 from __future__ import annotations
@@ -11,17 +13,22 @@ from __future__ import annotations
 import csv
 import os
 import re
-from typing import TYPE_CHECKING, Any
+from typing import Any, Iterable, Iterator, Protocol, Sequence
 
-if TYPE_CHECKING:
-    from .memory import TripleMemory
-
-__all__ = ["COLUMNS", "to_dataframe", "from_dataframe", "to_csv", "from_csv", "to_sql", "from_sql"]
+__all__ = ["COLUMNS", "Triples", "to_dataframe", "from_dataframe", "to_csv", "from_csv", "to_sql", "from_sql"]
 
 COLUMNS = ["subject", "relation", "object"]  # DataFrame / CSV / SQL columns
 
 
-def to_dataframe(memory: TripleMemory) -> Any:
+class Triples(Protocol):
+    """What import and export use of a memory: its triples in write order, and one all-or-nothing batch write."""
+
+    def __iter__(self) -> Iterator[Sequence[str]]: ...
+
+    def write_many(self, triples: Iterable[Sequence[str]]) -> int: ...
+
+
+def to_dataframe(memory: Triples) -> Any:
     """The triples as a pandas DataFrame (columns subject, relation, object), in write order."""
     import pandas as pd
 
@@ -35,7 +42,7 @@ def _missing(value: Any) -> bool:
     return value is None or (not isinstance(value, str) and bool(pd.isna(value)))
 
 
-def from_dataframe(memory: TripleMemory, df: Any) -> int:
+def from_dataframe(memory: Triples, df: Any) -> int:
     """Write every row of a DataFrame with columns subject, relation, object (others ignored); returns new.
 
     All or nothing: a missing value raises ValueError naming its row (0-based) and column; a non-string or empty
@@ -52,12 +59,12 @@ def from_dataframe(memory: TripleMemory, df: Any) -> int:
     return memory.write_many(rows)
 
 
-def to_csv(memory: TripleMemory, path: str | os.PathLike) -> None:
+def to_csv(memory: Triples, path: str | os.PathLike) -> None:
     """Write the triples to a CSV file with a subject,relation,object header."""
     to_dataframe(memory).to_csv(path, index=False, quoting=csv.QUOTE_ALL)  # minimal quoting loses a bare "\r"
 
 
-def from_csv(memory: TripleMemory, path: str | os.PathLike, **read_csv_kw: Any) -> int:
+def from_csv(memory: Triples, path: str | os.PathLike, **read_csv_kw: Any) -> int:
     """Write the triples of a CSV file (header subject,relation,object); every cell read as text.
 
     A row with more fields than the header raises ValueError naming the file and line (pandas would otherwise
@@ -85,12 +92,12 @@ def from_csv(memory: TripleMemory, path: str | os.PathLike, **read_csv_kw: Any) 
     return from_dataframe(memory, df)
 
 
-def to_sql(memory: TripleMemory, conn: Any, table: str, if_exists: str = "fail") -> None:
+def to_sql(memory: Triples, conn: Any, table: str, if_exists: str = "fail") -> None:
     """Write the triples into an SQL table (a sqlite3 connection or SQLAlchemy engine, via pandas)."""
     to_dataframe(memory).to_sql(table, conn, index=False, if_exists=if_exists)
 
 
-def from_sql(memory: TripleMemory, conn: Any, table_or_query: str) -> int:
+def from_sql(memory: Triples, conn: Any, table_or_query: str) -> int:
     """Write triples from an SQL table name, or from a query returning subject, relation, object columns
     (cast non-text columns in the query, e.g. `CAST(year AS TEXT) AS object`).
 

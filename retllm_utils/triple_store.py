@@ -1,69 +1,52 @@
-"""The triple store under `memory.TripleMemory`: SQLite rows, phrase ids and vectors, transactions, writes.
+"""The one store interface under `memory.TripleMemory` and its Postgres twin: term checks, writes, inspection, IO.
 
-RET-LLM §3.1 and MemLLM §3.1 both store (subject, relation, object) triples with a vector per phrase; this is
-that store, the part of the memory that survives a restart (notebooks 03, 07, 08). One SQLite database holds the
-triples, every distinct entity and relation phrase, and each phrase's vector as a float32 BLOB; `phrase_index`
-keeps a faiss index per kind over those vectors. Writes are all or nothing (`_transaction`); other connections'
-commits are picked up (`_sync`, `PRAGMA data_version`). The papers' reads live in `memory`.
+RET-LLM §3.1 and MemLLM §3.1 both store (subject, relation, object) triples with a vector per phrase. `TripleStore`
+is what every backend shares, written once: how a term is cleaned and capped (`clean_triple`, `MAX_TERM_CHARS`),
+the writes (`write`, `write_many`, `delete`, `update`, `replace_object`), inspection (`len`, `in`, iteration,
+`repr`) and DataFrame / CSV / SQL import and export (`memory_io`). A backend supplies the plumbing these run on
+(the connection, the phrase maps, the transaction, phrase and triple inserts; "Backend plumbing" below):
+`backends.sqlite.SqliteStore` (SQLite + faiss, what the papers' notebooks use) and `backends.postgres.PgStore`
+(PostgreSQL + pgvector, an extra). The papers' reads over either are `memory.MemoryReads`.
 
-Several processes may read and write one file: each write is one `BEGIN IMMEDIATE` transaction (new phrases are
-embedded before it, so the lock is held for SQL only), a writer waits up to `busy_timeout` seconds for another's,
-and a phrase another process stored is re-read, never inserted twice. Terms are NFC-normalised; a term that is not
-text (a lone surrogate) or has no visible character is refused. Database errors name the file.
+Terms are stripped and NFC-normalised (one fact whatever the normal form); a term that is not text (a lone
+surrogate), has no visible character, or is longer than `max_term_chars` (`MAX_TERM_CHARS`) is refused with a
+ValueError naming it, before anything is written. A write is all or nothing.
 """
 
 from __future__ import annotations
 
-import contextlib
-import os
 import re
-import sqlite3
 import unicodedata
-from pathlib import Path
-from typing import Any, Iterable, Iterator, Sequence, TypeVar
+from typing import Any, ContextManager, Iterable, Iterator, Sequence, TypeVar
 
 import numpy as np
 
+from . import memory_io
 from .api import Triple
 from .models import unit
-from .phrase_index import (
-    ENTITY,
-    INDEX_KINDS,
-    KINDS,
-    RELATION,
-    SQL_CHUNK,
-    PhraseIndex,
-    chunks,
-    get_meta,
-    marks,
-    set_meta,
-    vectors,
-)
+from .phrase_index import ENTITY, INDEX_KINDS, RELATION, chunks
 
-__all__ = ["TripleStore", "NamedConnection", "clean_triple", "ROLES", "SELECT_TEXT", "BUSY_TIMEOUT"]
+__all__ = [
+    "TripleStore",
+    "clean_triple",
+    "ROLES",
+    "SELECT_TEXT",
+    "BUSY_TIMEOUT",
+    "MAX_TERM_CHARS",
+    "EMBED_CHUNK",
+]
 
 BUSY_TIMEOUT = 60.0  # seconds a writer waits for another connection's write transaction before "database is locked"
-
+# Longest storable term: twice Re-DocRED's longest entity mention (118 characters), and at 4 UTF-8 bytes a
+# character 1 KiB, well inside PostgreSQL's B-tree entry limit (~2.7 KB) on the unique phrase index.
+MAX_TERM_CHARS = 256
+EMBED_CHUNK = 8192  # phrases encoded (and held in RAM) at a time
 ROLES = (("subject", ENTITY), ("relation", RELATION), ("object", ENTITY))
-_EMBED_CHUNK = 8192  # phrases encoded (and held in RAM) at a time
-_LOAD_ROWS = 50_000  # phrase rows read at a time when opening
-_Store = TypeVar("_Store", bound="TripleStore")  # `with TripleMemory(...) as m` keeps m a TripleMemory
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS phrases (id INTEGER PRIMARY KEY, kind INTEGER NOT NULL, text TEXT NOT NULL,
-                                    vec BLOB NOT NULL, UNIQUE (kind, text));
-CREATE TABLE IF NOT EXISTS triples (id INTEGER PRIMARY KEY, s INTEGER NOT NULL, r INTEGER NOT NULL,
-                                    o INTEGER NOT NULL, UNIQUE (s, r, o));
-CREATE INDEX IF NOT EXISTS triples_ro ON triples (r, o);
-CREATE INDEX IF NOT EXISTS triples_os ON triples (o, s);
-"""
 SELECT_TEXT = (
     "SELECT ps.text, pr.text, po.text FROM triples t JOIN phrases ps ON ps.id = t.s "
     "JOIN phrases pr ON pr.id = t.r JOIN phrases po ON po.id = t.o"
 )
-
-
+_Store = TypeVar("_Store", bound="TripleStore")  # `with TripleMemory(...) as m` keeps m a TripleMemory
 _ASCII_VISIBLE = re.compile(r"[!-~]")
 
 
@@ -96,282 +79,98 @@ def _clean_term(value: Any, role: str, where: str, allow_empty: bool = False) ->
     return unicodedata.normalize("NFC", value)
 
 
-def _empty_file(path: Path) -> bool:
-    """A 0-byte file with no write-ahead log beside it: no SQLite database, though SQLite would open it as one."""
-    wal = Path(f"{path}-wal")
-    return path.is_file() and path.stat().st_size == 0 and not (wal.exists() and wal.stat().st_size > 0)
+def _clip(term: str, n: int = 40) -> str:
+    """A term's repr cut to its first n characters, for messages about terms too long to print."""
+    return repr(term) if len(term) <= n else f"{term[:n]!r}…"
 
 
-def clean_triple(t: Any, where: str = "", allow_empty: bool = False) -> Triple:
-    """(s, r, o) as a stripped Triple; anything else raises ValueError naming the triple."""
+def clean_triple(t: Any, where: str = "", allow_empty: bool = False, max_chars: int | None = None) -> Triple:
+    """(s, r, o) as a stripped Triple; anything else, or a term longer than `max_chars` (None: no cap), raises
+    ValueError naming the triple."""
     if isinstance(t, (str, bytes)) or not isinstance(t, Sequence) or len(t) != 3:
         raise ValueError(f"triple {where}{t!r} is not a (subject, relation, object) sequence")
     at = f"in triple {where}{tuple(t)!r}"
-    return Triple(*(_clean_term(v, role, at, allow_empty) for v, (role, _) in zip(t, ROLES)))
-
-
-def check_embedder(conn: sqlite3.Connection, embedder: Any, encode: Any, reembed: bool, where: str) -> bool:
-    """A DB built with another encoder has vectors of another space: refuse, or re-encode (True) when asked."""
-    name, dim = str(embedder.name), str(int(embedder.dim))
-    old_name, old_dim = get_meta(conn, "embedder_name"), get_meta(conn, "embedder_dim")
-    n = conn.execute("SELECT COUNT(*) FROM phrases").fetchone()[0]
-    if (old_name, old_dim) == (name, dim):
-        return False
-    if not n:  # a new, empty memory
-        set_meta(conn, {"embedder_name": name, "embedder_dim": dim})
-        return False
-    if not reembed:
-        raise ValueError(
-            f"{where} was built with embedder {old_name!r} (dim {old_dim}), not {name!r} (dim {dim}); open it with "
-            f"that embedder, or pass reembed=True to re-encode its {n} phrases with this one"
-        )
-    rows = conn.execute("SELECT id, text FROM phrases ORDER BY id").fetchall()
-    conn.execute("BEGIN IMMEDIATE")
-    try:
-        for chunk in chunks(rows, _EMBED_CHUNK):
-            vecs = encode([t for _, t in chunk])
-            conn.executemany(
-                "UPDATE phrases SET vec = ? WHERE id = ?", [(v.tobytes(), pid) for (pid, _), v in zip(chunk, vecs)]
+    clean = Triple(*(_clean_term(v, role, at, allow_empty) for v, (role, _) in zip(t, ROLES)))
+    for term, (role, _) in zip(clean, ROLES):
+        if max_chars is not None and len(term) > max_chars:
+            shown = ", ".join(map(_clip, clean))
+            raise ValueError(
+                f"{role} {_clip(term)} in triple {where}({shown}) is {len(term):,} characters long; a stored "
+                f"term may have at most {max_chars} (the memory's max_term_chars, default MAX_TERM_CHARS)"
             )
-        set_meta(conn, {"embedder_name": name, "embedder_dim": dim})
-        conn.execute("COMMIT")
-    except BaseException:
-        conn.execute("ROLLBACK")
-        raise
-    return True
-
-
-def _named(e: sqlite3.Error, where: str) -> sqlite3.Error:
-    """The same error, its message prefixed with the database file (once)."""
-    return e if not where or where in str(e) else type(e)(f"{where}: {e}")
-
-
-class NamedCursor(sqlite3.Cursor):
-    """A cursor whose fetches name the file on a database error (a damaged page is often met only while reading)."""
-
-    def fetchone(self) -> Any:
-        try:
-            return super().fetchone()
-        except sqlite3.DatabaseError as e:
-            raise _named(e, self.connection.where) from e
-
-    def fetchmany(self, size: int = 1) -> list:
-        try:
-            return super().fetchmany(size)
-        except sqlite3.DatabaseError as e:
-            raise _named(e, self.connection.where) from e
-
-    def fetchall(self) -> list:
-        try:
-            return super().fetchall()
-        except sqlite3.DatabaseError as e:
-            raise _named(e, self.connection.where) from e
-
-
-class NamedConnection(sqlite3.Connection):
-    """An SQLite connection whose database errors name the file, so a damaged memory says which one it is.
-
-    Statements and fetches are covered; iterate a cursor through `fetchmany`/`fetchall`, not `for row in cursor`.
-    """
-
-    where = ""
-
-    def _named(self, e: sqlite3.Error) -> sqlite3.Error:
-        return _named(e, self.where)
-
-    def execute(self, sql: str, params: Any = (), /) -> sqlite3.Cursor:
-        try:
-            return self.cursor(NamedCursor).execute(sql, params)
-        except sqlite3.DatabaseError as e:
-            raise self._named(e) from e
-
-    def executemany(self, sql: str, params: Any, /) -> sqlite3.Cursor:
-        try:
-            return self.cursor(NamedCursor).executemany(sql, params)
-        except sqlite3.DatabaseError as e:
-            raise self._named(e) from e
-
-    def executescript(self, script: str, /) -> sqlite3.Cursor:
-        try:
-            return super().executescript(script)
-        except sqlite3.DatabaseError as e:
-            raise self._named(e) from e
+    return clean
 
 
 class TripleStore:
-    """The store under `TripleMemory`: triples and phrases in SQLite, phrase vectors in two `PhraseIndex`es.
+    """What both backends share: opening checks, term checks, writes, inspection, import / export.
 
-    Opening, the embedder check, transactions, picking up other connections' writes, writes and inspection;
-    the papers' reads are `TripleMemory`'s. An existing 0-byte file is refused (it is no memory: a wrong path or a
-    truncated copy) unless `create=True`; a missing file is created. `busy_timeout`: seconds a write waits for
-    another connection's write transaction.
+    A backend sets `_conn` (a connection taking `?` placeholders; None once closed), `_ids` (per kind, text ->
+    phrase id: `get`, `in`, `len`), `_index` (per kind: `used(pid)`, `search(...)`), `where` (names the memory in
+    messages) and implements the plumbing below. `max_term_chars`: the longest term a write stores.
     """
 
-    def __init__(
-        self,
-        path: str | os.PathLike | None = None,
-        embedder: Any = None,
-        index: str = "flat",
-        *,
-        reembed: bool = False,
-        lsh_nbits: int | None = None,
-        hnsw_m: int = 32,
-        create: bool = False,
-        busy_timeout: float = BUSY_TIMEOUT,
-    ):
-        if index not in INDEX_KINDS:
-            raise ValueError(f"index must be one of {INDEX_KINDS}, got {index!r}")
+    index_kinds: tuple[str, ...] = INDEX_KINDS  # what `index=` a backend takes
+    _index_hints: dict[str, str] = {}  # index kind -> why this backend lacks it, added to the error
+    _where_key = "path"  # how `repr` labels `where`
+    max_term_chars = MAX_TERM_CHARS
+    where = ""
+    _conn: Any = None
+    _ids: Sequence[Any]
+    _index: Sequence[Any]
+
+    def __init__(self, embedder: Any, index: str, hnsw_m: int):
+        if index not in self.index_kinds:
+            hint = self._index_hints.get(index, "")
+            raise ValueError(f"index must be one of {self.index_kinds}, got {index!r}{hint}")
         if embedder is None:
             from .models import load_embedder
 
             embedder = load_embedder()
-        self.embedder, self.index_kind = embedder, index
+        self.embedder, self.index_kind, self.hnsw_m = embedder, index, hnsw_m
         self.dim = int(embedder.dim)
-        self.lsh_nbits = lsh_nbits or 2 * self.dim  # more bits: better candidates, bigger index
-        self.hnsw_m = hnsw_m
-        self.path = None if path is None else Path(path)
-        self.index_status: dict[str, str] = {}  # per kind: "loaded" or "rebuilt (why)", for notebooks and tests
-        if self.path is not None and not create and _empty_file(self.path):
-            raise ValueError(
-                f"{self.path} is an empty file (0 bytes), not a memory; pass create=True to make a new memory there"
-            )
-        # isolation_level=None: transactions are explicit (BEGIN IMMEDIATE ... COMMIT) so a batch is all or nothing
-        self._conn: sqlite3.Connection | None = sqlite3.connect(
-            ":memory:" if path is None else str(path),
-            isolation_level=None,
-            timeout=busy_timeout,
-            factory=NamedConnection,
-        )
-        self._conn.where = ":memory:" if path is None else str(path)
-        try:
-            self._open(reembed)
-        except BaseException:
-            self._conn.close()
-            self._conn = None
-            raise
 
-    # ------------------------------------------------------------------------------------------ opening, saving
-    def _open(self, reembed: bool) -> None:
-        c = self._conn
-        if self.path is not None:
-            c.execute("PRAGMA journal_mode = WAL")  # fast small commits; readers never block the writer
-            c.execute("PRAGMA synchronous = NORMAL")  # durable across app crashes (WAL), not power loss
-        c.execute("PRAGMA cache_size = -262144")  # 256 MiB: index B-trees of ~1M triples stay in RAM
-        c.executescript(_SCHEMA)
-        reembedded = check_embedder(self._conn, self.embedder, self._encode, reembed, where=str(self.path))
-        self._data_version = c.execute("PRAGMA data_version").fetchone()[0]  # before the snapshot: later commits sync
-        self._ids: list[dict[str, int]] = [{}, {}]  # text -> phrase id, per kind (used or not)
-        self._added: list | None = None  # inside a transaction: phrases inserted, for faiss after COMMIT
-        self._index = [
-            PhraseIndex(
-                c,
-                kind,
-                self.dim,
-                self.index_kind,
-                self.index_path(KINDS[kind]),
-                lsh_nbits=self.lsh_nbits,
-                hnsw_m=self.hnsw_m,
-            )
-            for kind in (ENTITY, RELATION)
-        ]
-        c.execute("BEGIN")  # one read snapshot: the phrase map, its last id and the indexes agree while others write
-        try:
-            cur = c.execute("SELECT id, kind, text FROM phrases")
-            while rows := cur.fetchmany(_LOAD_ROWS):
-                for pid, kind, text in rows:
-                    self._ids[kind][text] = pid
-            self._max_id = max((max(ids.values(), default=0) for ids in self._ids), default=0)  # the largest loaded
-            for index in self._index:
-                self.index_status[index.name] = index.load_or_build(force=reembedded)
-        finally:
-            c.execute("COMMIT")
-
-    def index_path(self, kind: str) -> Path | None:
-        """Where the faiss index of "entity" or "relation" phrases is saved (None for an in-memory memory)."""
-        return None if self.path is None else Path(f"{self.path}.{kind}.faiss")
-
+    # ------------------------------------------------------------------------------------------ backend plumbing
     def save(self) -> None:
-        """Write the changed faiss indexes beside the DB (`PhraseIndex.save`: via a temporary file of this process,
-        then the fingerprint into the meta table), so the next open loads them instead of rebuilding."""
-        if self.path is None:
-            return
-        for _ in range(3):  # another process may commit phrases between our sync and the save: sync and try again
-            self._sync()
-            if all([index.save() for index in self._index]):
-                return
+        """Make the memory's state durable beyond its committed rows (faiss files); closing does it too."""
+        raise NotImplementedError
 
     def close(self) -> None:
-        """Save the indexes (file-backed memory) and close the database; closing twice is harmless.
+        """Save if needed and close the connection; closing twice is harmless."""
+        raise NotImplementedError
 
-        If another writer holds the lock past `busy_timeout`, the indexes are not saved (the next open rebuilds them
-        from the stored vectors) and closing still succeeds.
-        """
-        if self._conn is None:
-            return
-        try:
-            self.save()
-        except sqlite3.OperationalError as e:
-            if "locked" not in str(e):
-                raise
-        finally:
-            self._conn.close()
-            self._conn = None
+    def _sync(self, force: bool = False) -> None:
+        """Pick up what other connections committed, before a read or a write."""
+        raise NotImplementedError
 
-    def __enter__(self: _Store) -> _Store:
-        return self
+    def _transaction(self) -> ContextManager[Any]:
+        """A context manager: one write transaction, all or nothing, one writer at a time."""
+        raise NotImplementedError
 
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
+    def _phrase_ids(self, kind: int, texts: Iterable[str], vecs: dict[str, np.ndarray]) -> Any:
+        """Inside a transaction: text -> id for `texts`, inserting only the new ones (vectors from `_embed_new`)."""
+        raise NotImplementedError
 
-    # ------------------------------------------------------------------------------------------ plumbing
-    def _live(self) -> sqlite3.Connection:
+    def _insert_rows(self, rows: list[tuple[int, int, int]]) -> int:
+        """Inside a transaction: insert (s, r, o) phrase-id rows in order, ignoring stored ones; how many were new."""
+        raise NotImplementedError
+
+    def __iter__(self) -> Iterator[Triple]:
+        """The triples in write order, streamed (take `list(mem)` first if you write meanwhile)."""
+        raise NotImplementedError
+
+    def _unstored(self, kind: int, texts: list[str]) -> list[str]:
+        """Those of `texts` (distinct) not stored as phrases of `kind` yet; after `_sync`, from the phrase map."""
+        return [t for t in texts if t not in self._ids[kind]]
+
+    def _new_triple(self, t: Any, where: str = "") -> Triple:
+        """A triple about to be stored: cleaned, and refused if a term is longer than `max_term_chars`."""
+        return clean_triple(t, where, max_chars=self.max_term_chars)
+
+    # ------------------------------------------------------------------------------------------ shared plumbing
+    def _live(self) -> Any:
         if self._conn is None:
             raise ValueError(f"this {type(self).__name__} is closed")
         return self._conn
-
-    def _sync(self, force: bool = False) -> None:
-        """Pick up phrases another connection committed (phrases are append-only: load ids above ours)."""
-        c = self._live()
-        version = c.execute("PRAGMA data_version").fetchone()[0]
-        if version == self._data_version and not force:
-            return
-        self._data_version = version
-        rows = c.execute("SELECT id, kind, text, vec FROM phrases WHERE id > ? ORDER BY id", (self._max_id,)).fetchall()
-        for kind in (ENTITY, RELATION):
-            mine = [r for r in rows if r[1] == kind]
-            for pid, _, text, _ in mine:
-                self._ids[kind][text] = pid
-            self._index[kind].add(np.array([r[0] for r in mine], np.int64), vectors([r[3] for r in mine], self.dim))
-        if rows:
-            self._max_id = rows[-1][0]
-
-    @contextlib.contextmanager
-    def _transaction(self) -> Iterator[list]:
-        """All or nothing: SQL rolls back on any error, and new phrases reach faiss only after COMMIT."""
-        c = self._live()
-        c.execute("BEGIN IMMEDIATE")
-        added: list[tuple[int, list[str], np.ndarray, np.ndarray]] = []  # (kind, texts, ids, vecs)
-        max_id = self._max_id
-        try:
-            self._sync()
-            if c.execute("SELECT COALESCE(MAX(id), 0) FROM phrases").fetchone()[0] > self._max_id:
-                self._sync(force=True)  # a commit we were not told of: re-read, never reuse its ids
-            max_id = self._max_id
-            self._added = added
-            yield added
-            c.execute("COMMIT")
-        except BaseException:
-            if c.in_transaction:
-                c.execute("ROLLBACK")
-            for kind, texts, _, _ in added:
-                for t in texts:
-                    self._ids[kind].pop(t, None)
-            self._max_id = max_id
-            raise
-        finally:
-            self._added = None
-        for kind, _, ids, vecs in added:
-            self._index[kind].add(ids, vecs)
 
     def _encode(self, texts: list[str]) -> np.ndarray:
         vecs = np.asarray(self.embedder.encode(texts), dtype=np.float32)
@@ -382,76 +181,30 @@ class TripleStore:
             )
         return unit(vecs)  # cosine = inner product
 
+    def _other_embedder(self, old_name: str | None, old_dim: str | None, n: int) -> ValueError:
+        """The error for opening a memory whose n stored vectors another embedder made (another space)."""
+        return ValueError(
+            f"{self.where} was built with embedder {old_name!r} (dim {old_dim}), not {str(self.embedder.name)!r} "
+            f"(dim {self.dim}); open it with that embedder, or pass reembed=True to re-encode its {n} phrases with "
+            "this one"
+        )
+
     def _embed_new(self, triples: list[Triple]) -> list[dict[str, np.ndarray]]:
         """Before the write lock: vectors of the phrases not stored yet, per kind, so the lock is held for SQL only."""
         self._sync()
         texts = ([x for t in triples for x in (t[0], t[2])], [t[1] for t in triples])
         out: list[dict[str, np.ndarray]] = [{}, {}]
         for kind in (ENTITY, RELATION):
-            new = [t for t in dict.fromkeys(texts[kind]) if t not in self._ids[kind]]
-            for chunk in chunks(new, _EMBED_CHUNK):
+            new = self._unstored(kind, list(dict.fromkeys(texts[kind])))
+            for chunk in chunks(new, EMBED_CHUNK):
                 out[kind].update(zip(chunk, self._encode(list(chunk))))
         return out
 
-    def _reread(self, kind: int, texts: list[str]) -> None:
-        """Inside a transaction, after a unique-constraint conflict: phrases among `texts` that another connection
-        stored but we missed, taken as theirs (ids and vectors)."""
-        for chunk in chunks(texts, SQL_CHUNK):
-            rows = self._conn.execute(
-                f"SELECT id, text, vec FROM phrases WHERE kind = ? AND text IN ({marks(len(chunk))})", [kind, *chunk]
-            ).fetchall()
-            for pid, text, _ in rows:
-                self._ids[kind][text] = pid
-            if rows:  # committed by them: indexed now, whatever becomes of our transaction
-                self._index[kind].add(np.array([r[0] for r in rows], np.int64), vectors([r[2] for r in rows], self.dim))
-
-    def _phrase_ids(self, kind: int, texts: Iterable[str], vecs: dict[str, np.ndarray]) -> dict[str, int]:
-        """Inside a transaction: ids for `texts`, inserting only the new ones (vectors from `_embed_new`)."""
-        known = self._ids[kind]
-        new = [t for t in dict.fromkeys(texts) if t not in known]
-        for chunk in chunks(new, _EMBED_CHUNK):
-            try:
-                self._insert_phrases(kind, list(chunk), vecs)
-            except sqlite3.IntegrityError:  # one was stored by another connection and missed by us: re-read, go on
-                self._reread(kind, list(chunk))
-                self._insert_phrases(kind, [t for t in chunk if t not in known], vecs)
-        return known
-
-    def _insert_phrases(self, kind: int, texts: list[str], vecs: dict[str, np.ndarray]) -> None:
-        """Inside a transaction: insert new phrases with the next ids; on a conflict nothing of them is inserted."""
-        if not texts:
-            return
-        missing = [t for t in texts if t not in vecs]
-        if missing:  # not embedded beforehand (should not happen): embed now rather than fail
-            vecs = {**vecs, **dict(zip(missing, self._encode(missing)))}
-        chunk_vecs = np.stack([vecs[t] for t in texts]).astype(np.float32, copy=False)
-        ids = np.arange(self._max_id + 1, self._max_id + 1 + len(texts), dtype=np.int64)
-        c = self._conn
-        c.execute("SAVEPOINT new_phrases")
-        try:
-            c.executemany(
-                "INSERT INTO phrases (id, kind, text, vec) VALUES (?, ?, ?, ?)",
-                zip(ids.tolist(), [kind] * len(texts), texts, (v.tobytes() for v in chunk_vecs)),
-            )
-        except sqlite3.IntegrityError:
-            c.execute("ROLLBACK TO new_phrases")
-            c.execute("RELEASE new_phrases")
-            raise
-        c.execute("RELEASE new_phrases")
-        self._ids[kind].update(zip(texts, ids.tolist()))
-        self._max_id += len(texts)
-        self._added.append((kind, texts, ids, chunk_vecs))
-
     def _insert(self, triples: list[Triple], vecs: list[dict[str, np.ndarray]]) -> int:
-        """Inside a transaction: store the (clean) triples; returns how many were new."""
+        """Inside a transaction: store the (clean) triples in their order; returns how many were new."""
         ent = self._phrase_ids(ENTITY, [x for t in triples for x in (t[0], t[2])], vecs[ENTITY])
         rel = self._phrase_ids(RELATION, [t[1] for t in triples], vecs[RELATION])
-        before = self._conn.total_changes
-        self._conn.executemany(
-            "INSERT OR IGNORE INTO triples (s, r, o) VALUES (?, ?, ?)",
-            [(ent[s], rel[r], ent[o]) for s, r, o in triples],
-        )
-        return self._conn.total_changes - before
+        return self._insert_rows([(ent[s], rel[r], ent[o]) for s, r, o in triples])
 
     def _triple_ids(self, t: Triple) -> tuple[int, int, int] | None:
         ids = (self._ids[ENTITY].get(t[0]), self._ids[RELATION].get(t[1]), self._ids[ENTITY].get(t[2]))
@@ -466,10 +219,10 @@ class TripleStore:
         """Store many facts in one transaction, embedding only phrases not stored yet; returns how many were new.
 
         Raises, and writes nothing: ValueError naming any bad triple (not three strings, an empty or invisible term,
-        a lone surrogate); sqlite3.OperationalError naming the file if another writer held the lock past
-        `busy_timeout`, sqlite3.DatabaseError naming it if the file is damaged; the embedder's own exception.
+        a lone surrogate, a term over `max_term_chars`); the backend's error naming the memory if another writer
+        held the lock past `busy_timeout` or the database is damaged; the embedder's own exception.
         """
-        clean = [clean_triple(t, f"{i} ") for i, t in enumerate(triples)]
+        clean = [self._new_triple(t, f"{i} ") for i, t in enumerate(triples)]
         if not clean:
             return 0
         vecs = self._embed_new(clean)
@@ -491,7 +244,7 @@ class TripleStore:
 
         Returns True if `new` was not stored before.
         """
-        old_t, new_t = clean_triple(old, "old "), clean_triple(new, "new ")
+        old_t, new_t = clean_triple(old, "old "), self._new_triple(new, "new ")
         vecs = self._embed_new([new_t])
         with self._transaction():
             ids = self._triple_ids(old_t)
@@ -505,7 +258,7 @@ class TripleStore:
     def replace_object(self, subject: str, relation: str, new_object: str) -> list[Triple]:
         """Make (subject, relation, new_object) the only fact for (subject, relation), as when a president
         changes; returns the facts it removed. One transaction."""
-        t = clean_triple((subject, relation, new_object))
+        t = self._new_triple((subject, relation, new_object))
         vecs = self._embed_new([t])
         with self._transaction():
             s, r = self._ids[ENTITY].get(t[0]), self._ids[RELATION].get(t[1])
@@ -527,12 +280,6 @@ class TripleStore:
         """How many triples are stored."""
         return self._live().execute("SELECT COUNT(*) FROM triples").fetchone()[0]
 
-    def __iter__(self) -> Iterator[Triple]:
-        """The triples in write order, streamed from SQLite (take `list(mem)` first if you write meanwhile)."""
-        cur = self._live().execute(f"{SELECT_TEXT} ORDER BY t.id")
-        while rows := cur.fetchmany(10_000):
-            yield from (Triple(*r) for r in rows)
-
     def __contains__(self, item: Any) -> bool:
         """Exact membership of a (subject, relation, object) triple; anything else is simply not in."""
         try:
@@ -547,11 +294,24 @@ class TripleStore:
         )
 
     def __repr__(self) -> str:
-        where = ":memory:" if self.path is None else str(self.path)
         if self._conn is None:
-            return f"{type(self).__name__}({where!r}, closed)"
+            return f"{type(self).__name__}({self.where!r}, closed)"
         return (
             f"{type(self).__name__}({len(self)} triples, {len(self._ids[ENTITY])} entities, "
             f"{len(self._ids[RELATION])} relations, index={self.index_kind!r}, "
-            f"embedder={self.embedder.name!r}, path={where!r})"
+            f"embedder={self.embedder.name!r}, {self._where_key}={self.where!r})"
         )
+
+    def __enter__(self: _Store) -> _Store:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------------------------------ import / export
+    to_dataframe = memory_io.to_dataframe
+    from_dataframe = memory_io.from_dataframe
+    to_csv = memory_io.to_csv
+    from_csv = memory_io.from_csv
+    to_sql = memory_io.to_sql
+    from_sql = memory_io.from_sql

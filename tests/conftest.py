@@ -36,7 +36,7 @@ def pg_uri():
     from pathlib import Path
 
     try:
-        from retllm_utils.pg_memory import local_server
+        from retllm_utils.backends.postgres import local_server
 
         server = local_server(Path(tempfile.mkdtemp(prefix="retllm-pg-")) / "pgdata", cleanup_mode="delete")
         uri = server.get_uri()
@@ -70,7 +70,7 @@ class MemoryFactory:
         if self.backend == "sqlite":
             m = TripleMemory(None if name is None else self.tmp_path / f"{name}.sqlite", embedder, index, **kw)
         else:
-            from retllm_utils.pg_memory import PgTripleMemory
+            from retllm_utils.backends.postgres import PgTripleMemory
 
             if index == "lsh":
                 pytest.skip("pgvector has no LSH index (PgTripleMemory takes flat or hnsw)")

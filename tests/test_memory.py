@@ -9,6 +9,8 @@ Tests taking `make_memory` run on both backends (conftest: SQLite + faiss `Tripl
 import json
 import random
 import sqlite3
+import subprocess
+import sys
 import unicodedata
 
 import numpy as np
@@ -18,9 +20,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from retllm_utils.api import Triple
-from retllm_utils.memory import INDEX_KINDS, TripleMemory
+from retllm_utils.memory import COLUMNS, INDEX_KINDS, TripleMemory
 from retllm_utils.models import NgramEmbedder
 from retllm_utils.phrase_index import ENTITY, RELATION, PhraseIndex, get_meta, set_meta, sha1
+from retllm_utils.triple_store import MAX_TERM_CHARS
 
 FACTS = [
     ("Ann Lee", "employed by", "Pfizer"),
@@ -220,6 +223,35 @@ def test_failed_batch_rolls_back_sql_and_vectors(make_memory):
     with pytest.raises(RuntimeError):
         m.update(("Eve Ng", "employed by", "Novartis"), ("Eve Ng", "bad relation", "Novartis"))
     assert ("Eve Ng", "employed by", "Novartis") in m and len(m) == 5
+
+
+def test_overlong_term_is_refused_and_loses_nothing(make_memory):
+    """A term longer than MAX_TERM_CHARS (a runaway generation, a pasted document) is refused before anything is
+    written, by every write path; the triples stored before survive, also across a reopen."""
+    m = make_memory("capped", index="flat")
+    m.write_many(FACTS)
+    before, phrases = list(m), repr(m)
+    huge = "x" * 100_000
+    writes = [
+        lambda: m.write("Ann Lee", "employed by", huge),
+        lambda: m.write_many([("Eve Ng", "employed by", "Novartis"), (huge, "employed by", "Pfizer")]),
+        lambda: m.update(FACTS[0], ("Ann Lee", huge, "Pfizer")),
+        lambda: m.replace_object("Ann Lee", "employed by", huge),
+        lambda: m.from_dataframe(pd.DataFrame([("Eve Ng", "employed by", huge)], columns=COLUMNS)),
+    ]
+    limit = f"100,000 characters long; a stored term may have at most {MAX_TERM_CHARS}"
+    for write in writes:
+        with pytest.raises(ValueError, match=limit):
+            write()
+        assert list(m) == before and repr(m) == phrases  # not the batch's good triple, not even its phrases
+    with pytest.raises(ValueError) as refused:
+        m.write("Ann Lee", "employed by", huge)
+    assert len(str(refused.value)) < 400  # the message clips the term instead of printing it
+    assert m.write("Ann Lee", "employed by", " " + "y" * MAX_TERM_CHARS + " ")  # at the cap once stripped: stored
+    with pytest.raises(ValueError, match=f"is {MAX_TERM_CHARS + 1} characters long"):
+        m.write("Ann Lee", "employed by", "y" * (MAX_TERM_CHARS + 1))
+    m.close()
+    assert list(make_memory("capped")) == before + [Triple("Ann Lee", "employed by", "y" * MAX_TERM_CHARS)]
 
 
 def test_stored_phrases_are_embedded_once(make_memory, tmp_path):
@@ -570,6 +602,14 @@ def test_inspection(make_memory, mem):
     assert mem.tau_entity == NgramEmbedder().thresholds["tau_entity"] and mem.q_thr == 30
     with pytest.raises(ValueError, match="index must be one of"):
         make_memory(index="ivf")
+
+
+def test_sqlite_memory_loads_no_postgres_driver():
+    """The Postgres backend is an extra: importing the papers' memory must not import its driver."""
+    code = "import sys, retllm_utils.memory; print(sorted({m.split('.')[0] for m in sys.modules}"
+    code += " & {'psycopg', 'pgvector', 'pgserver'}))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
 
 
 # ---------------------------------------------------------------------------------------------- the real encoder

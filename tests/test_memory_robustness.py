@@ -1,4 +1,4 @@
-"""The memory under concurrency, corruption and hostile input (issue 13): no lost or wrong fact, a clear error for
+"""The memory under concurrency, corruption and hostile input: no lost or wrong fact, a clear error for
 everything else. Two writers and a reader in separate processes, opens racing a writer, concurrent saves, the write
 lock during embedding, damaged files, bad imports, Unicode identity, SQL variable limits."""
 
@@ -19,8 +19,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from retllm_utils import phrase_index, triple_store
+from retllm_utils import phrase_index
 from retllm_utils.api import Triple
+from retllm_utils.backends import sqlite as sqlite_backend
 from retllm_utils.memory import TripleMemory
 from retllm_utils.models import NgramEmbedder
 
@@ -69,7 +70,7 @@ def test_open_racing_a_writer_misses_no_phrase(tmp_path, monkeypatch):
 
         return real_connect(*args, factory=Racy, **kw)
 
-    monkeypatch.setattr(triple_store.sqlite3, "connect", connect)
+    monkeypatch.setattr(sqlite_backend.sqlite3, "connect", connect)
     m = _open(path)
     monkeypatch.undo()
     assert fired

@@ -22,7 +22,7 @@ from retllm_utils.models import NgramEmbedder
 psycopg = pytest.importorskip(
     "psycopg", reason="POSTGRES MEMORY TESTS SKIPPED: psycopg missing (pip install -e .[postgres])"
 )
-from retllm_utils.pg_memory import PgTripleMemory, open_memory  # noqa: E402
+from retllm_utils.backends.postgres import PgTripleMemory, open_memory  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -44,7 +44,7 @@ def _open(uri, schema, **kw):
 _WORKER = textwrap.dedent(
     """
     import json, sys, time
-    from retllm_utils.pg_memory import PgTripleMemory
+    from retllm_utils.backends.postgres import PgTripleMemory
     from retllm_utils.models import NgramEmbedder
     uri, schema, role, seconds = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4])
     stop, done, checks = time.time() + seconds, [], 0
@@ -98,7 +98,7 @@ def test_two_writers_and_a_reader_through_postgres_lose_nothing(pg_uri, schema):
 _KILLED = textwrap.dedent(
     """
     import sys
-    from retllm_utils.pg_memory import PgTripleMemory
+    from retllm_utils.backends.postgres import PgTripleMemory
     from retllm_utils.models import NgramEmbedder
     m = PgTripleMemory(sys.argv[1], embedder=NgramEmbedder(), index="flat", schema=sys.argv[2])
     for i in range(10**6):
