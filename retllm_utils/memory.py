@@ -265,19 +265,22 @@ class MemoryReads(TripleStore):
         ranked = sorted(best.items(), key=lambda kv: (-kv[1][0], kv[1][1]))
         return [(other, score, t) for other, (score, _, t) in ranked]
 
-    def query_memllm(self, queries: Sequence[Sequence[str]], *, exact_first: bool = False) -> list[str]:
+    def query_memllm(
+        self, queries: Sequence[Sequence[str]], *, exact_first: bool = False, drop_broad: bool = True
+    ) -> list[str]:
         """MemLLM read (§3.1): the entities answering the queries, best score first, deduplicated.
 
-        A query whose results number `q_thr` or more returns none: too broad to help. The official code drops
-        at >= Q_THR while the paper's text says "more than"; the kit follows the code. `exact_first` keeps, per
-        query, only exact matches when there are any (the official code's `prioritize_exact_match`).
+        With `drop_broad` a query whose results number `q_thr` or more returns none: too broad to help (the official
+        data builders drop at >= Q_THR, the paper's text says "more than"). The official evaluation drops nothing
+        and truncates the reply to 30 results instead (`drop_broad=False`; the caller truncates). `exact_first`
+        keeps, per query, only exact matches when there are any (the official code's `prioritize_exact_match`).
         """
         best: dict[str, float] = {}
         for query in queries:
             hits = self.memllm_search(query)
             if exact_first and hits and hits[0][1] >= 1 - 1e-5:
                 hits = [h for h in hits if h[1] >= 1 - 1e-5]
-            if len(hits) >= self.q_thr:
+            if drop_broad and len(hits) >= self.q_thr:
                 continue
             for other, score, _ in hits:
                 best[other] = max(score, best.get(other, -2.0))

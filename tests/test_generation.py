@@ -224,13 +224,27 @@ def test_a_read_query_is_not_cut_at_an_escaped_separator_inside_a_term():
         ("a" * 40, "limit"),
     ],
 )
-def test_read_query_abandons_degenerate_calls(query, end):
-    q = G.read_query(ScriptedStep(lambda text: query), TOK, max_new_tokens=30)
+def test_read_query_abandons_degenerate_calls_when_a_limit_is_given(query, end):
+    q = G.read_query(ScriptedStep(lambda text: query), TOK, max_new_tokens=30, max_queries=3)
     assert q.queries is None and q.end == end
     if end in ("too many", "repeat"):  # at once: at the ';' that starts the fourth or ends the repeated query
         assert TOK.decode(q.ids).endswith(";") and TOK.decode(q.ids).count(";") == (3 if end == "too many" else 2)
     three = G.read_query(ScriptedStep(lambda text: "a>>r>>;b>>r>>;c>>r>>)-->"), TOK)
     assert len(three.queries) == 3
+
+
+@pytest.mark.parametrize(
+    "query, queries, end",
+    [
+        ("a>>r>>;b>>r>>;c>>r>>;d>>r>>)-->", ["a", "b", "c", "d"], "query"),  # no limit on their number
+        ("a>>r>>;a>>r>>;b>>r>>)-->", ["a", "b"], "query"),  # a repeat is kept once, not the end of the call
+        ("a>>r>>b;c>>r>>;>>>>x)-->", ["c"], "query"),  # invalid queries are skipped, the valid one kept
+        ("a>>r>>;b>>r>>;b>>r>>;b>>r>>;b>>r", ["a", "b"], "limit"),  # cut short: its complete queries
+    ],
+)
+def test_read_query_keeps_every_valid_query_as_the_official_evaluation(query, queries, end):
+    q = G.read_query(ScriptedStep(lambda text: query), TOK, max_new_tokens=len(TOK(query)["input_ids"]))
+    assert q.end == end and [t.subject for t in q.queries] == queries
 
 
 def test_read_query_ends_at_the_end_token():

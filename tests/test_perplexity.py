@@ -169,11 +169,16 @@ def test_embedded_matching_respects_thresholds():
     near = [("United States of Amerika", "country", "North America")]
     cos = float((emb.encode(["United States of America"]) @ emb.encode(["United States of Amerika"]).T).item())
     assert 0.5 < cos < 0.99
-    assert score_embedded(near, gold, emb, tau_entity=cos - 0.01, tau_relation=0.9).precision == 1
-    assert score_embedded(near, gold, emb, tau_entity=cos + 0.01, tau_relation=0.9).precision == 0
+    kw = dict(tau_relation=0.9, tau_triple=0.5)
+    assert score_embedded(near, gold, emb, tau_entity=cos - 0.01, **kw).precision == 1
+    assert score_embedded(near, gold, emb, tau_entity=cos + 0.01, **kw).precision == 0
     assert score_exact(near, gold).precision == 0
     wrong_rel = [("United States of America", "continent", "North America")]
-    assert score_embedded(wrong_rel, gold, emb, tau_entity=0.9, tau_relation=0.95).recall == 0
+    assert score_embedded(wrong_rel, gold, emb, tau_entity=0.9, tau_relation=0.95, tau_triple=0.5).recall == 0
+    # §3.1's tau_r: the subject's mean with the relation, (cos + 1) / 2, must reach it too
+    mean = (cos + 1) / 2
+    assert score_embedded(near, gold, emb, tau_entity=0.5, tau_relation=0.9, tau_triple=mean - 0.01).recall == 1
+    assert score_embedded(near, gold, emb, tau_entity=0.5, tau_relation=0.9, tau_triple=mean + 0.01).recall == 0
 
 
 class _ScriptedLM:
@@ -392,7 +397,7 @@ def _scripted_query(script):
     return fake
 
 
-@pytest.mark.parametrize("failure", ["no result", "no valid query", "same queries"])
+@pytest.mark.parametrize("failure", ["no result", "no valid query"])
 def test_a_failed_read_leaves_no_call_in_context(failure):
     """After a failed read the text continues from the plain pretext: its tokens score as with memory disabled."""
     tok = _ToyTok()
@@ -412,7 +417,7 @@ def test_a_failed_read_leaves_no_call_in_context(failure):
         setup, script = P.TABLE1_ROWS["⑦ ⑥ + gold queries"], None
     else:
         setup = P.TABLE1_ROWS["⑥ ⑤ + gold positions"]
-        script = [Q_TEAM, None] if failure == "no valid query" else [Q_TEAM, Q_TEAM]
+        script = [Q_TEAM, None]
     for fn in (P.reference_doc, P.fast_doc):
         patch = mock.patch.object(P, "read_query", _scripted_query(script)) if script else contextlib.nullcontext()
         with patch:
@@ -420,6 +425,46 @@ def test_a_failed_read_leaves_no_call_in_context(failure):
         assert [r["t"] for r in res.reads] == [t1] and res.attempts == 2
         assert np.all(np.abs(res.nll[t1:t2] - plain.nll[t1:t2]) > 1e-3)  # the first call changed what followed
         assert np.allclose(res.nll[t2:], plain.nll[t2:], atol=1e-6), fn.__name__  # and left with the failed read
+
+
+@pytest.mark.parametrize("row", ["⑤ gold dev triples", "⑥ ⑤ + gold positions"])
+def test_a_repeated_query_is_read_again_in_every_row(row):
+    """The official perplexity_eval never refuses a query equal to the call in context: ⑤ and ⑥ read by one rule."""
+    tok = _ToyTok()
+    model = _ToyLM(tok)
+    text = "Duff Gibson won gold with Jeff Pain in skeleton and Jeff Pain won silver ."
+    row_ = _toy_row(text, [("Jeff", "Jeff Pain", Q_TEAM), ("Jeff Pain won", "Jeff Pain", Q_SITE)])
+    row_["read_chars"][1] = text.index("Jeff Pain won")
+    doc = P.prepare_doc(tok, row_)
+    for fn in (P.reference_doc, P.fast_doc):
+        with mock.patch.object(P, "read_query", _scripted_query([Q_TEAM, Q_TEAM])):
+            res = fn(model, tok, doc, P.TABLE1_ROWS[row], lambda queries: ["Jeff Pain"])
+        assert [r["t"] for r in res.reads] == sorted(doc.gold_reads) and res.attempts == 2, fn.__name__
+
+
+def test_merged_points_fold_on_the_first_query():
+    """Official eval builder: a point whose first query is the previous point's first query folds into it."""
+    row = {
+        "read_chars": [5, 20, 40],
+        "read_target_spans": [[5, 9], [20, 24], [40, 44]],
+        "read_targets": [["A"], ["B"], ["C"]],
+        "read_queries": [[["x", "r", ""], ["y", "s", ""]], [["x", "r", ""]], [["z", "r", ""]]],
+    }
+    points = P._merged_points(row)
+    assert [p["char"] for p in points] == [5, 40] and points[0]["targets"] == ["A", "B"]
+    assert len(points[0]["queries"]) == 2  # the merged point keeps its own queries
+
+
+def test_memory_lookup_reads_as_the_official_evaluation():
+    """Exact matches first, and a broad query kept (the reply truncates it) unless `drop_broad` asks otherwise."""
+    from retllm_utils.memory import TripleMemory
+    from retllm_utils.models import NgramEmbedder
+
+    mem = TripleMemory(None, embedder=NgramEmbedder(), q_thr=3)
+    mem.write_many([("Ann", "employer", f"Firm {i}") for i in range(5)] + [("Anne", "employer", "Other")])
+    got = P.memory_lookup(mem)([Triple("Ann", "employer", "")])
+    assert len(got) == 5 and "Other" not in got  # exact "Ann" first: the near miss "Anne" is left out
+    assert P.memory_lookup(mem, drop_broad=True)([Triple("Ann", "employer", "")]) == []
 
 
 def test_branch_mixing_nll_equals_the_formula():

@@ -35,9 +35,10 @@ of the focus sentence or its pretext and Re-DocRED's relation names): at every s
 first (at most `max_candidates`) and the first two that keep the call body allowed are the top two; "})" only
 where the call is complete, the end token never. Scores stay the model's own log-probabilities.
 
-Read query (`read_query`, §3.2.2): greedy after the forced opener ``({MEM_READ(`` up to ``)-->``. A call that starts
-a query beyond `MAX_QUERIES` or repeats one (a small model's loop) is abandoned at once, as one that never closes
-is at the token limit or at the end token: training never shows such a call.
+Read query (`read_query`, §3.2.2): greedy after the forced opener ``({MEM_READ(`` up to ``)-->``, at most 128
+tokens, every valid query of the call kept (`call_queries`), as the official evaluation parses it. The chat
+controller passes `max_queries` (3, the official training data's limit): there a call that starts a fourth query or
+repeats one (a small model's loop) is abandoned at once.
 
 Text (`continue_text`): the read model writes text until "({" (`OPEN`, the token a read starts with, as read
 training rows end a continuation with it) is its top token, it ends the text, or the token limit; where a read is
@@ -59,18 +60,18 @@ import torch
 from ..api import (
     MEMLLM_CLOSE,
     MEMLLM_READ_OPEN,
+    MEMLLM_READ_SEP,
     MEMLLM_WRITE_OPEN,
     USER_END,
     USER_ST,
     ApiError,
-    MemRead,
     MemWrite,
     Triple,
     memllm_query_closed,
     parse_memllm,
 )
+from ..escaping import split_unescaped, unescape
 from ..prompts import end_token
-from .reads import MAX_QUERIES
 
 __all__ = [
     "Step",
@@ -87,6 +88,7 @@ __all__ = [
     "write_call",
     "ReadQuery",
     "read_query",
+    "call_queries",
     "Text",
     "continue_text",
 ]
@@ -324,30 +326,58 @@ class ReadQuery:
     end: str
 
 
-def read_query(step: Step, tokenizer: Any, prefix: Sequence[int] = (), *, max_new_tokens: int = 64) -> ReadQuery:
-    """Greedy query after `prefix` (ids the step has not seen yet) and the forced opener "({MEM_READ(", to ")-->"."""
+def read_query(
+    step: Step,
+    tokenizer: Any,
+    prefix: Sequence[int] = (),
+    *,
+    max_new_tokens: int = 128,
+    max_queries: int | None = None,
+) -> ReadQuery:
+    """Greedy query after `prefix` (ids the step has not seen yet) and the forced opener "({MEM_READ(", to ")-->".
+
+    As the official evaluation (`perplexity_eval`): decoding runs to ")-->", the end token or `max_new_tokens`, and
+    every valid query the call holds is kept, however many (a call cut short keeps its complete queries). With
+    `max_queries` (the chat controller) a call that starts a query beyond it or repeats one is abandoned at once,
+    so a looping model costs a user no waiting.
+    """
     opener, stop_id = piece(tokenizer, MEMLLM_READ_OPEN), end_id(tokenizer)
     logits = step(list(prefix) + opener)
     gen: list[int] = []
+    end = "limit"
     for _ in range(max_new_tokens):
         nxt = int(logits.argmax())
         if nxt == stop_id:
-            return ReadQuery(None, opener + gen, "end")
+            end = "end"
+            break
         gen.append(nxt)
         text = tokenizer.decode(opener + gen, skip_special_tokens=False)
-        done = [q.strip() for q in text[len(MEMLLM_READ_OPEN) :].split(";")[:-1]]
-        if done and done[-1] in done[:-1]:
-            return ReadQuery(None, opener + gen, "repeat")
-        if len(done) >= MAX_QUERIES:
-            return ReadQuery(None, opener + gen, "too many")
+        if max_queries is not None:
+            done = [q.strip() for q in text[len(MEMLLM_READ_OPEN) :].split(";")[:-1]]
+            if done and done[-1] in done[:-1]:
+                return ReadQuery(None, opener + gen, "repeat")
+            if len(done) >= max_queries:
+                return ReadQuery(None, opener + gen, "too many")
         if memllm_query_closed(text):  # the call's own ")-->", not one escaped inside a term
-            calls = parse_memllm(text)
-            ok = len(calls) == 1 and isinstance(calls[0], MemRead) and calls[0].results is None
-            return ReadQuery(list(calls[0].queries) if ok else None, opener + gen, "query" if ok else "invalid")
+            queries = call_queries(text[len(MEMLLM_READ_OPEN) : -len(MEMLLM_READ_SEP)])
+            return ReadQuery(queries or None, opener + gen, "query" if queries else "invalid")
         if len(gen) == max_new_tokens:
             break
         logits = step([nxt])
-    return ReadQuery(None, opener + gen, "limit")
+    body = tokenizer.decode(gen, skip_special_tokens=False)
+    return ReadQuery(call_queries(body[: max(body.rfind(";"), 0)]) or None, opener + gen, end)
+
+
+def call_queries(body: str) -> list[Triple]:
+    """The valid queries of a read call's body, in order, each once (official `validate_query`): three terms, a
+    relation, and exactly one of subject and object; the invalid ones are skipped, not the call."""
+    queries: list[Triple] = []
+    for part in split_unescaped(body, ";"):
+        terms = [unescape(t).strip() for t in split_unescaped(part, ">>")]
+        if len(terms) == 3 and terms[1] and bool(terms[0]) != bool(terms[2]):
+            q = Triple(*terms)
+            queries += [q] if q not in queries else []
+    return queries
 
 
 # ------------------------------------------------------------------------------------------------ text

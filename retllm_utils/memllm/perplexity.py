@@ -8,21 +8,25 @@ tokenized in pieces cut before each gold read word, so every gold read point is 
     D[:p] + "({MEM_READ(q1;q2)-->" + "e1, e2})"   and the tokens D[p], D[p+1], ... are scored after it,
 
 until the next read point. Every read starts from the plain pretext D[:p]: the call in context is removed first
-(§3.2.2), and a read that fails (no valid query, no result, or the same queries as the call in context) leaves no
-call at all: the text continues from the plain pretext, as the official code scores every segment from it. The call
+(§3.2.2), and a read that fails (no valid query or no result) leaves no call at all: the text continues from the
+plain pretext, as the official code scores every segment from it. A read is never refused for repeating the
+queries of the call before it, in any row: the official `perplexity_eval` re-issues it (only its inference loop
+skips a repeated call). The call
 and the memory's reply are tokenized as pieces of their own, as `training.tokenize_with_spans` cuts training
 examples and `generation` decodes, and the text after a call keeps its leading space (" artist"), as the read
 training rows do (`reads` module doc), so every Table 1 row scores the same tokens D[1:].
 
-Gold read points (`prepare_doc`): consecutive points that ask the same gold queries are one read point, at the first
-one's position, whose targets are all of theirs (the official eval builder merges them so); TARGET still averages
-over every original target span.
+Gold read points (`prepare_doc`): points at one position are one read asking all their queries, and a point whose
+first query is the previous point's first query folds into it, adding its targets (the official eval builder
+merges them so); TARGET still averages over every original target span.
 
 Where reads happen (`ReadSetup.positions`): "none"; "gold" (the dev set's read points); "model": at every boundary
 where the model's top next token is "({" (the call opener) in the current context (the kit's argmax policy, row ⑤′).
 The query is the model's greedy continuation of D[:p] + "({MEM_READ(" up to ")-->" (`queries="model"`:
 `generation.read_query`, the controller's decoder too), or the gold queries. The reply holds at most 30 results
-(`MAX_RESULTS`, as the official code truncates), plus the gold targets where the row adds them.
+(`MAX_RESULTS`, as the official code truncates), plus the gold targets where the row adds them. The memory is read as
+the official evaluation reads it (`memory_lookup`): exact matches first, and a broad query truncated rather than
+dropped (Q_thr drops it only where `drop_broad` asks for the paper's text's rule).
 
 Rows ③ and ⑤ as the official evaluation defines them (`ReadSetup.mix`, official `p_branching`): reads at the gold
 positions, each weighted by the model's own probability of opening a call there. With read points t_1 < t_2 < ...,
@@ -66,6 +70,7 @@ import torch
 
 from ..api import Triple, format_memllm_read_query, format_memllm_read_reply
 from .generation import OPEN, ModelStep, Step, forward_cached, piece, read_query, token_id
+from .reads import MAX_RESULTS
 from .table1 import (
     PAPER_CLAIMS,
     PAPER_TABLE1,
@@ -101,19 +106,20 @@ __all__ = [
 ]
 
 Lookup = Callable[[Sequence[Triple]], list]
-MAX_RESULTS = 30  # results a reply holds (official perplexity_eval: list(set(results))[:30])
 # the rows (`ReadSetup`, `TABLE1_ROWS`), the document and result types, metrics and intervals live in `table1`
 
 
 def _merged_points(row: Mapping[str, Any]) -> list[dict]:
-    """Gold read points in reading order; consecutive ones asking the same queries fold into the first (idempotent)."""
+    """Gold read points in reading order: points at one position ask all their queries; a point whose first query
+    is the previous point's first query folds into it (official eval builder; idempotent)."""
     spans_all = row.get("read_target_spans_all") or [[s] for s in row["read_target_spans"]]
     points: list[dict] = []
     for k in sorted(range(len(row["read_chars"])), key=lambda k: row["read_chars"][k]):
         c, qs = row["read_chars"][k], [Triple(*q) for q in row["read_queries"][k]]
         prev = points[-1] if points else None
-        if prev is not None and (prev["char"] == c or set(prev["queries"]) == set(qs)):
-            prev["queries"] += [q for q in qs if q not in prev["queries"]]  # same position: one call asks all
+        if prev is not None and (prev["char"] == c or prev["queries"][:1] == qs[:1]):
+            if prev["char"] == c:  # same position: one call asks all
+                prev["queries"] += [q for q in qs if q not in prev["queries"]]
             prev["targets"] += [t for t in row["read_targets"][k] if t not in prev["targets"]]
             prev["spans"] += [list(s) for s in spans_all[k]]
             continue
@@ -150,9 +156,13 @@ def prepare_doc(tokenizer: Any, row: Mapping[str, Any], max_tokens: int | None =
     return EvalDoc(ids, offsets, gold, queries, targets, target_tokens, entity_tokens, int(row.get("doc_idx", 0)))
 
 
-def memory_lookup(memory: Any) -> Lookup:
-    """A `TripleMemory` as the evaluators' lookup: queries -> entities (MemLLM thresholds and Q_thr)."""
-    return lambda queries: memory.query_memllm([tuple(q) for q in queries])
+def memory_lookup(memory: Any, *, exact_first: bool = True, drop_broad: bool = False) -> Lookup:
+    """A `TripleMemory` as the evaluators' lookup: queries -> entities, read as the official evaluation reads it
+    (exact matches first; a broad query truncated to `MAX_RESULTS` by the reply, not dropped; `drop_broad=True` is
+    the paper's text's Q_thr rule)."""
+    return lambda queries: memory.query_memllm(
+        [tuple(q) for q in queries], exact_first=exact_first, drop_broad=drop_broad
+    )
 
 
 # ------------------------------------------------------------------------------------------------ shared pieces
@@ -200,7 +210,6 @@ class _Reads:
         self.cache = query_cache  # generated queries by pretext, shared by rows evaluated with the same model
         self.open_id = token_id(tokenizer, open_token)  # model-chosen reads and p need it to be one token
         self.mask = setup.mask_open if mask_open is None else mask_open
-        self.active: list[Triple] | None = None  # the queries of the call in context
         self.w = 1.0  # the weight of the read branch in context (`mix`: its p)
         self.result = DocResult(np.full(len(doc.ids), np.nan))
 
@@ -232,15 +241,13 @@ class _Reads:
         self.result.attempts += 1
         if self.setup.mix:
             self.result.p_open[t] = p
-            self.active = None  # each branch starts from the plain pretext: no call is in context at a read
-        # a repeated query fails (as the official inference loop skips it; its perplexity_eval re-issues it)
-        k = self.doc.gold_reads.get(t)
-        ok = bool(queries) and queries != self.active
-        results = _answer(self.setup, queries, self.lookup, self.doc.targets[k] if k is not None else []) if ok else []
+        k = self.doc.gold_reads.get(t)  # a repeated query is read again, as the official perplexity_eval does
+        results = (
+            _answer(self.setup, queries, self.lookup, self.doc.targets[k] if k is not None else []) if queries else []
+        )
         if not results:
-            self.active = None
             return None
-        self.active, self.w = queries, p if self.setup.mix else 1.0
+        self.w = p if self.setup.mix else 1.0
         self.result.reads.append({"t": t, "queries": [list(q) for q in queries], "results": results})
         return piece(self.tok, format_memllm_read_reply(results))
 
@@ -268,7 +275,7 @@ def reference_doc(
     lookup: Lookup | None = None,
     *,
     mask_open: bool | None = None,
-    max_query_tokens: int = 64,
+    max_query_tokens: int = 128,
     open_token: str = OPEN,
     query_cache: dict | None = None,
 ) -> DocResult:
@@ -318,7 +325,7 @@ def fast_doc(
     lookup: Lookup | None = None,
     *,
     mask_open: bool | None = None,
-    max_query_tokens: int = 64,
+    max_query_tokens: int = 128,
     chunk: int = 32,
     open_token: str = OPEN,
     query_cache: dict | None = None,

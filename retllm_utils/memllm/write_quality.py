@@ -15,31 +15,36 @@ once per call, so a looping model cannot repeat a triple and writes on to "})" o
 (`benchmarks/write_levers.py` measures it: more triples, most of them wrong).
 
 Precision and recall per document, micro-averaged: exact (the same three strings) and embedding-matched
-(appendix F: a generated triple matches a gold one when subject and object reach cosine `tau_entity` and the
-relation `tau_relation` under the memory's phrase encoder). A generated triple counts as correct if it matches
+(appendix F with §3.1's thresholds: a generated triple matches a gold one when subject and object reach cosine
+`tau_entity`, the relation `tau_relation`, and each entity's mean with the relation `tau_triple`, under the memory's
+phrase encoder). A generated triple counts as correct if it matches
 any gold triple of its document; a gold triple counts as found if any generated triple matches it.
 """
 
 from __future__ import annotations
 
 import re
+from collections import Counter
 from typing import Any, Collection, Iterable, Mapping, Sequence
 
 import numpy as np
 
 from ..api import USER_END, USER_ST, Triple, _find_unescaped, _split_unescaped, _unescape
 from ..metrics import PRF
-from .generation import ModelStep, WriteCall, write_call
+from .generation import WRITE_ENDS, ModelStep, WriteCall, write_call
 
 __all__ = [
     "generate_write",
     "write_document",
     "write_calls",
     "call_triples",
+    "calls_to_json",
+    "calls_from_json",
     "WriteGrammar",
     "PRF",
     "score_exact",
     "score_embedded",
+    "table4_scores",
     "PAPER_TABLE4",
     "paper_table4_row",
 ]
@@ -192,6 +197,24 @@ def call_triples(calls: Iterable[WriteCall]) -> list[Triple]:
     return list(dict.fromkeys(t for c in calls for t in c.triples))
 
 
+def calls_to_json(calls: Iterable[WriteCall]) -> list[dict[str, Any]]:
+    """Decoded calls as JSON rows, so a long decoding pass is stored once and scored again without the model."""
+
+    def row(c: WriteCall) -> dict[str, Any]:
+        return {"text": c.text, "end": c.end, "cuts": c.cuts, "greedy": row(c.greedy) if c.greedy else None}
+
+    return [row(c) for c in calls]
+
+
+def calls_from_json(rows: Iterable[Mapping[str, Any]]) -> list[WriteCall]:
+    """The calls `calls_to_json` stored, greedy calls included."""
+
+    def call(r: Mapping[str, Any]) -> WriteCall:
+        return WriteCall(r["text"], r["end"], r["cuts"], call(r["greedy"]) if r.get("greedy") else None)
+
+    return [call(r) for r in rows]
+
+
 def write_document(
     model: Any,
     tokenizer: Any,
@@ -223,8 +246,11 @@ def score_embedded(
     *,
     tau_entity: float,
     tau_relation: float,
+    tau_triple: float,
 ) -> PRF:
-    """One document, appendix F: matched when cos(subject), cos(object) >= tau_entity, cos(relation) >= tau_relation."""
+    """One document, appendix F with §3.1's thresholds: matched when cos(subject), cos(object) >= tau_entity,
+    cos(relation) >= tau_relation, and each entity's mean with the relation, (cos(e) + cos(t)) / 2, >= tau_triple
+    (the memory's read rule, from either side)."""
     p, g = _clean(pred), _clean(gold)
     if not p or not g:
         return PRF(0, len(p), 0, len(g))
@@ -234,9 +260,33 @@ def score_embedded(
     def cos(a: list[str], b: list[str]) -> np.ndarray:
         return np.stack([vec[x] for x in a]) @ np.stack([vec[x] for x in b]).T
 
-    ok = (
-        (cos([t.subject for t in p], [t.subject for t in g]) >= tau_entity - 1e-6)
-        & (cos([t.object for t in p], [t.object for t in g]) >= tau_entity - 1e-6)
-        & (cos([t.relation for t in p], [t.relation for t in g]) >= tau_relation - 1e-6)
-    )
+    cs = cos([t.subject for t in p], [t.subject for t in g])
+    co = cos([t.object for t in p], [t.object for t in g])
+    cr = cos([t.relation for t in p], [t.relation for t in g])
+    eps = 1e-6
+    ok = (cs >= tau_entity - eps) & (co >= tau_entity - eps) & (cr >= tau_relation - eps)
+    ok &= ((cs + cr) / 2 >= tau_triple - eps) & ((co + cr) / 2 >= tau_triple - eps)
     return PRF(int(ok.any(1).sum()), len(p), int(ok.any(0).sum()), len(g))
+
+
+def table4_scores(
+    per_doc: Mapping[Any, Sequence[WriteCall]], gold: Mapping[Any, Sequence[Sequence[str]]], embedder: Any
+) -> dict[str, Any]:
+    """One decoding's Table 4 columns over documents: exact and embedding-matched P / R (the encoder's own §3.1
+    thresholds), triples written, gold triples, and how the calls ended (`WRITE_ENDS`)."""
+    tau = {k: embedder.thresholds[k] for k in ("tau_entity", "tau_relation", "tau_triple")}
+    ex, em = PRF(), PRF()
+    for d, calls in per_doc.items():
+        triples = call_triples(calls)
+        ex, em = ex.add(score_exact(triples, gold[d])), em.add(score_embedded(triples, gold[d], embedder, **tau))
+    ends = Counter(c.end for calls in per_doc.values() for c in calls)
+    return {
+        "exact P": ex.precision,
+        "exact R": ex.recall,
+        "emb. P": em.precision,
+        "emb. R": em.recall,
+        "emb. F1": em.f1,
+        "triples": ex.n_pred,
+        "gold": ex.n_gold,
+        "calls " + " / ".join(WRITE_ENDS): " / ".join(str(ends[e]) for e in WRITE_ENDS),
+    }
