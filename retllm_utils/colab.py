@@ -1,7 +1,8 @@
 """Colab set-up: what every notebook's first code cell calls once it has cloned the kit.
 
 The cell (the same in every notebook; tests/test_colab.py runs it against a stand-in for Colab) clones the kit
-from `RETLLM_REPO` into `KIT` and calls `setup`. Off Colab neither the cell nor `setup` does anything:
+from `RETLLM_REPO` into `KIT` and runs this file from the clone (runpy: the kit is not importable yet) to call
+`setup`, which puts the clone on sys.path. Off Colab neither the cell nor `setup` does anything:
 `make install` has set everything up. This module imports nothing of the kit: `retllm_utils.paths` reads
 `RETLLM_RUNS` when it is first imported, which must come after `setup` has set it.
 """

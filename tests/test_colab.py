@@ -13,6 +13,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import runpy
 import shutil
 import subprocess
 import sys
@@ -43,6 +44,7 @@ def test_every_notebook_has_notebook_01s_install_cell(path):
 
 def test_the_cell_is_short_and_clones_the_published_address():
     assert len(CELL.splitlines()) <= 12, "the install cell's work belongs in retllm_utils.colab.setup"
+    assert "sys.path" not in CELL, "setup puts the clone on sys.path; the notebook does not"
     assert f'RETLLM_REPO = "https://github.com/{colab.REPO}"' in CELL
 
 
@@ -77,6 +79,14 @@ def _fake_colab(monkeypatch, *, mount_error: Exception | None = None, fail: str 
         if mount_error:
             raise mount_error
 
+    def run_path(path, *a, **k):  # the clone is this checkout
+        calls.append(("runpy", path))
+        return real_run_path(
+            str(ROOT / "retllm_utils" / "colab.py") if path == f"{colab.KIT}/retllm_utils/colab.py" else path
+        )
+
+    real_run_path = runpy.run_path
+    monkeypatch.setattr(runpy, "run_path", run_path)
     colab_mod = types.ModuleType("google.colab")
     colab_mod.drive = types.SimpleNamespace(mount=mount)
     monkeypatch.setitem(sys.modules, "google", types.ModuleType("google"))
@@ -92,6 +102,7 @@ def test_on_colab_clones_installs_what_colab_lacks_and_keeps_runs_on_drive(monke
     exec(CELL, {})
     clone = next(c for c in calls if c[0] == "git")
     assert clone[-2:] == (f"https://github.com/{colab.REPO}", colab.KIT)
+    assert calls[1] == ("runpy", f"{colab.KIT}/retllm_utils/colab.py"), "setup comes from the clone, not sys.path"
     pips = [c[c.index("install") + 1 :] for c in calls if "pip" in c]
     assert pips == [
         ("-q", "-e", colab.KIT),
