@@ -1,6 +1,6 @@
 """End-to-end latency of RET-LLM chat turns (one write turn, one read turn) with the default model on CPU.
 
-    .venv/bin/python benchmarks/bench_controller.py            # -> results/controller.json, figures/08_controller.png
+    .venv/bin/python benchmarks/bench_controller.py   # -> benchmarks/results/controller.json, figures/08_controller.png
 
 Each turn runs `RetLLMController.chat` as notebook 09's chat does (names copied, answers held to the reply's facts)
 with `HFGenerator` on SmolLM2-135M on CPU, once per decoding variant (`models.for_chat`): the LoRA adapter merged in
@@ -42,7 +42,18 @@ import time
 from pathlib import Path
 
 import numpy as np
-from common import CACHE, FIGURES, busy_processes, loadavg, machine, save_result, set_threads, table
+
+from benchmarks.common import (
+    CACHE,
+    CHAT_TARGETS,
+    FIGURES,
+    busy_processes,
+    loadavg,
+    machine,
+    save_result,
+    set_threads,
+    table,
+)
 
 
 def find_adapter(root: Path) -> Path | None:
@@ -397,7 +408,8 @@ def finish(
         vals = np.array([r[part] for r in rows])
         ax.barh(labels, vals, left=left, color=color, label=part.replace("_ms", ""))
         left += vals
-    for target, kind in ((500, "write"), (1500, "read")):
+    for kind in ("write", "read"):
+        target = CHAT_TARGETS[f"{kind}_ms"]
         ax.axvline(target, color="tab:red", lw=0.8, ls="--")
         ax.text(target, len(rows) - 0.5, f" {kind} target", color="tab:red", fontsize=7, va="top")
     ax.invert_yaxis()
@@ -406,7 +418,7 @@ def finish(
     fig.tight_layout()
     FIGURES.mkdir(exist_ok=True)
     fig.savefig(FIGURES / "08_controller.png")
-    print("results:", os.path.relpath(path), " figure: figures/08_controller.png")
+    print("results:", os.path.relpath(path), " figure:", os.path.relpath(FIGURES / "08_controller.png"))
 
 
 if __name__ == "__main__":

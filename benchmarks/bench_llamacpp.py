@@ -1,10 +1,11 @@
 """Per-token latency of llama.cpp over the GGUF the kit ships, beside transformers on the same model (base, no adapter).
 
     pip install llama-cpp-python      # no wheel on PyPI for Linux x86-64: builds llama.cpp (4.6 min on 2 cores here)
-    .venv/bin/python benchmarks/bench_llamacpp.py            # -> results/llamacpp.json
+    .venv/bin/python benchmarks/bench_llamacpp.py            # -> benchmarks/results/llamacpp.json
 
 Raw decoding speed of the two engines, without the adapter or the controller: bench_controller.py's llama.cpp
-variant times chat turns on `retllm_utils.llamacpp` (the adapter converted to GGUF, the kit's pauses and processors).
+variant times chat turns on `retllm_utils.chat.llamacpp` (the adapter converted to GGUF, the kit's pauses and
+processors).
 Both engines decode greedily from the same chat prompts (user turns of the synthetic test split); llama.cpp reads
 the 4-bit (Q4_1) weights as they are, transformers the same weights dequantised to fp32, so outputs may differ.
 """
@@ -14,7 +15,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from common import machine, save_result, set_threads, table
+from benchmarks.common import machine, save_result, set_threads, table
 
 
 def main() -> None:

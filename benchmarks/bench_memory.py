@@ -2,7 +2,7 @@
 (PostgreSQL + pgvector, flat / hnsw) with `--backend postgres`.
 
     .venv/bin/python benchmarks/embed_cache.py --sizes 10k 100k 1M     # once: phrase vectors (slow, resumable)
-    .venv/bin/python benchmarks/bench_memory.py --sizes 10k 100k 1M    # timings -> results/memory.json
+    .venv/bin/python benchmarks/bench_memory.py --sizes 10k 100k 1M    # -> benchmarks/results/memory.json
     .venv/bin/python benchmarks/bench_memory.py --sizes 1M --sweep     # recall vs latency (efSearch, nbits)
 
 Per size and index kind, each phase in a fresh process (clean RSS, no warm caches carried over):
@@ -14,7 +14,8 @@ Per size and index kind, each phase in a fresh process (clean RSS, no warm cache
   (brute force over all entity vectors, ties by cosine).
 Query vectors come from the cache, so lookup latency excludes the encoder; the encoder's own time (one phrase,
 and phrases/s in batches) is measured apart, and embedding time at each size = new phrases / that rate.
-Results merge into results/memory.json by (size, kind), so sizes can be measured in separate runs.
+Results merge into benchmarks/results/memory.json by (size, kind), so sizes can be measured in separate runs;
+figures: benchmarks/figures/08_memory_scaling.png, 08_memory_sweep.png, and `benchmarks/plots.py` for notebook 08's.
 
     .venv/bin/python benchmarks/bench_memory.py --backend postgres --sizes 10k --threads 1   # -> memory_postgres.json
 
@@ -37,9 +38,11 @@ import time
 from pathlib import Path
 
 import numpy as np
-from common import (
+
+from benchmarks.common import (
     CACHE,
     FIGURES,
+    MEMORY_GOALS,
     RESULTS,
     CachedEmbedder,
     VectorCache,
@@ -58,8 +61,7 @@ from common import (
     size_label,
     table,
 )
-from workload import phrases_of, workload
-
+from benchmarks.workload import phrases_of, workload
 from retllm_utils.models import unit
 
 KINDS = ["flat", "lsh", "hnsw"]
@@ -297,7 +299,7 @@ def run_in_process(
     nbits_sweep=NBITS_SWEEP,
 ) -> dict:
     """The whole benchmark for a small size in this process, with any embedder (e.g. NgramEmbedder): for the
-    notebook's smoke profile. Same record format as results/memory.json; RSS is not isolated per phase."""
+    notebook's smoke profile. Same record format as benchmarks/results/memory.json; RSS is not isolated per phase."""
     set_threads(threads)
     triples, exact, fuzzy, needed = workload(n, seed, queries)
     texts = list(dict.fromkeys(needed))
@@ -421,9 +423,9 @@ def figure(res: dict, stem: str = "memory") -> list[Path]:
         axes[1].plot(x, [r["store_index_triples_per_s"] for r in rs], "o-", color=colors[kind], label=kind)
         axes[2].plot(x, [r["open_rss_mib"] for r in rs], "o-", color=colors[kind], label=f"{kind} RSS")
         axes[2].plot(x, [r["disk_mib"] for r in rs], "s--", color=colors[kind], alpha=0.6, label=f"{kind} disk")
-    axes[0].axhline(1.0, color="k", lw=0.6, ls=":")
+    axes[0].axhline(MEMORY_GOALS["fuzzy_p50_ms"], color="k", lw=0.6, ls=":")
     axes[0].set(xscale="log", yscale="log", xlabel="triples", ylabel="ms per read", title="lookup latency (p50)")
-    axes[1].axhline(20_000, color="k", lw=0.6, ls=":")
+    axes[1].axhline(MEMORY_GOALS["store_triples_per_s"], color="k", lw=0.6, ls=":")
     axes[1].set(xscale="log", xlabel="triples", ylabel="triples/s", title="store+index throughput")
     axes[2].set(xscale="log", yscale="log", xlabel="triples", ylabel="MiB", title="memory: RSS and disk")
     for ax in axes:
@@ -462,8 +464,8 @@ def figure(res: dict, stem: str = "memory") -> list[Path]:
                 color=colors["flat"],
                 label=f"flat @ {size_label(r['n_triples'])}",
             )
-        ax.axhline(0.95, color="k", lw=0.6, ls=":")
-        ax.axvline(1.0, color="k", lw=0.6, ls=":")
+        ax.axhline(MEMORY_GOALS["fuzzy_recall_at_1"], color="k", lw=0.6, ls=":")
+        ax.axvline(MEMORY_GOALS["fuzzy_p50_ms"], color="k", lw=0.6, ls=":")
         ax.set(
             xscale="log", xlabel="fuzzy lookup p50 (ms)", ylabel="recall@1 vs exact search", title="recall vs latency"
         )
@@ -498,7 +500,7 @@ def main() -> None:
         default="minilm",
         help="minilm: the bundled all-MiniLM-L6-v2; ngram: hashed trigrams, 384-d (no model, for scale)",
     )
-    ap.add_argument("--out", default=None, help="results/<out>.json (default memory, or memory_ngram)")
+    ap.add_argument("--out", default=None, help="benchmarks/results/<out>.json (default memory, or memory_ngram)")
     ap.add_argument("--worker", choices=["build", "query"], help=argparse.SUPPRESS)
     ap.add_argument("--kind", help=argparse.SUPPRESS)
     ap.add_argument("--size", type=int, help=argparse.SUPPRESS)

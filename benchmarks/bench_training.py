@@ -1,7 +1,7 @@
 """Training throughput of the RET-LLM LoRA SFT, with span masks (loss on the API call and answer only) vs
 without (loss on every token): the masks change only the labels, so they must cost nothing.
 
-    .venv/bin/python benchmarks/bench_training.py          # -> results/training.json, figures/08_training.png
+    .venv/bin/python benchmarks/bench_training.py   # -> benchmarks/results/training.json, figures/08_training.png
 
 SmolLM2-135M (fp32, CPU), LoRA r=16 on all linear layers (`training.lora_config`), `training.sft_config`
 (batch 4, lr 2e-4), `steps` optimizer steps over exactly steps*batch rows of the synthetic `cpu` train split
@@ -18,7 +18,8 @@ import tempfile
 import time
 
 import numpy as np
-from common import FIGURES, busy_processes, loadavg, machine, save_result, set_threads, table
+
+from benchmarks.common import FIGURES, busy_processes, loadavg, machine, save_result, set_threads, table
 
 
 def main() -> None:
@@ -150,7 +151,7 @@ def main() -> None:
     fig.tight_layout()
     FIGURES.mkdir(exist_ok=True)
     fig.savefig(FIGURES / "08_training.png")
-    print("results:", os.path.relpath(path), " figure: figures/08_training.png")
+    print("results:", os.path.relpath(path), " figure:", os.path.relpath(FIGURES / "08_training.png"))
 
 
 if __name__ == "__main__":

@@ -12,8 +12,15 @@ from __future__ import annotations
 import argparse
 import time
 
-from common import VectorCache, default_embedder_info, load_default_embedder, loadavg, parse_size, set_threads
-from workload import workload
+from benchmarks.common import (
+    VectorCache,
+    default_embedder_info,
+    load_default_embedder,
+    loadavg,
+    parse_size,
+    set_threads,
+)
+from benchmarks.workload import workload
 
 
 def main() -> None:

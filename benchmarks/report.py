@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 
-from common import RESULTS
+from benchmarks.common import RESULTS
 
 
 def fmt(x: float, digits: int = 2) -> str:

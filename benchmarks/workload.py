@@ -10,11 +10,8 @@ so the memory must find the phrase through its index.
 from __future__ import annotations
 
 import random
-import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from phrases import make_triples, perturb  # noqa: E402
+from benchmarks.phrases import make_triples, perturb
 
 Triple3 = tuple[str, str, str]
 

@@ -3,8 +3,8 @@
 They serve the nearest-phrase lookup both papers put in front of the triple table: RET-LLM's LSH index (§3.1
 memory; the fuzzy reads behind notebook 03's Figures 3–5) and MemLLM's HNSW index (§3.1 read; the memory reads
 of notebooks 04 and 07, Table 1), with an exact `flat` index as reference. Notebook 08 (memory at scale) measures
-the three kinds: lookup latency, recall@1 against exact search, reopen time (figures/08_memory_scaling.png,
-08_memory_sweep.png).
+the three kinds: lookup latency, recall@1 against exact search, reopen time
+(benchmarks/figures/08_memory_scaling.png, 08_memory_sweep.png).
 
 The SQLite `phrases` table stays the truth. A faiss id is a phrase id; every candidate the index returns is
 re-scored with the exact cosine of its stored vector, so `lsh` and `hnsw` change which candidates are seen, never

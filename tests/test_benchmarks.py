@@ -1,12 +1,17 @@
-"""The benchmark workload generator (benchmarks/phrases.py, benchmarks/workload.py): seeded, distinct, fair."""
+"""The benchmarks package: its workload generator (seeded, distinct, fair), where its outputs go, its figures, and
+the quality experiments beside it (experiments/)."""
 
+import ast
+import json
+import subprocess
 import sys
 
-from retllm_utils.paths import ROOT
+import pytest
 
-sys.path.insert(0, str(ROOT / "benchmarks"))
-from phrases import make_triples  # noqa: E402
-from workload import exact_queries, phrases_of, workload  # noqa: E402
+from benchmarks import common, plots
+from benchmarks.phrases import make_triples
+from benchmarks.workload import exact_queries, phrases_of, workload
+from retllm_utils.paths import ROOT
 
 
 def test_same_seed_same_triples_other_seed_other_triples():
@@ -36,3 +41,45 @@ def test_fuzzy_queries_are_near_misses_not_stored_and_workload_is_deterministic(
 def test_smaller_query_sets_are_prefixes():
     t = make_triples(1000, seed=0)
     assert exact_queries(t, 50, 0) == exact_queries(t, 100, 0)[:50]
+
+
+def test_outputs_stay_in_the_benchmarks_folder():
+    assert common.RESULTS == ROOT / "benchmarks" / "results" and common.FIGURES == ROOT / "benchmarks" / "figures"
+    assert not list((ROOT / "figures").glob("08_*.png")), "benchmark figures belong in benchmarks/figures/"
+    for name in ("memory", "controller", "training"):
+        assert (common.RESULTS / f"{name}.json").is_file() and (
+            common.FIGURES / f"08_{name.replace('memory', 'memory_scaling')}.png"
+        ).is_file()
+
+
+def test_docstrings_name_where_the_files_are_written():
+    # a script writes to benchmarks/results/ or experiments/results/, never a bare results/ (the notebooks' folder)
+    for path in [*(ROOT / "benchmarks").glob("*.py"), *(ROOT / "experiments").glob("*.py")]:
+        doc = ast.get_docstring(ast.parse(path.read_text())) or ""
+        for arrow in [line.split("# ->", 1)[1] for line in doc.splitlines() if "# ->" in line]:
+            assert "results/" not in arrow or "benchmarks/results/" in arrow or "experiments/results/" in arrow, (
+                f"{path.name}: {arrow.strip()}"
+            )
+
+
+@pytest.mark.parametrize("draw", [plots.latency_vs_size, plots.recall_vs_latency])
+def test_notebook_08s_memory_figures_draw_from_the_committed_results(draw):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    mems = plots.load_memory()
+    assert [m["embedder"] for m in mems] == ["all-minilm-l6-v2", "ngram-384"]
+    fig = draw(mems)
+    assert len(fig.axes) == 2 and all(ax.lines for ax in fig.axes)
+    plt.close(fig)
+
+
+def test_quality_experiments_keep_their_results_beside_them():
+    results = ROOT / "experiments" / "results"
+    for name in ("write_levers", "write_levers_180x2", "chat_accuracy", "chat_accuracy_llamacpp"):
+        json.loads((results / f"{name}.json").read_text())
+    for script in ("chat_accuracy.py", "write_levers.py"):  # they import what they need from the kit and benchmarks
+        done = subprocess.run([sys.executable, str(ROOT / "experiments" / script), "--help"], capture_output=True)
+        assert done.returncode == 0, done.stderr.decode()[-2000:]

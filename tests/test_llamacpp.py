@@ -3,7 +3,7 @@ the same turn (pauses, memory replies, decoding constraints) and reuses its KV c
 
 llama-cpp-python is optional and not installed by `make install`, so the engine here is a stand-in with llama.cpp's
 interface (`eval`, `input_ids`, `n_tokens`) running the real SmolLM2 through transformers: what is tested is the
-generator's own loop, not llama.cpp's numerics (benchmarks/chat_accuracy.py measures those)."""
+generator's own loop, not llama.cpp's numerics (experiments/chat_accuracy.py measures those)."""
 
 import os
 

@@ -12,7 +12,7 @@ is one of the given names (Re-DocRED's 96: `docred.relation_names`). It cannot i
 every constrained call parses, so a malformed part never costs the call its good triples. Off by default: whether
 it raises write recall is measured in notebook 06, not assumed. With `distinct_pairs` a subject takes each relation
 once per call, so a looping model cannot repeat a triple and writes on to "})" or the token limit
-(`benchmarks/write_levers.py` measures it: more triples, most of them wrong).
+(`experiments/write_levers.py` measures it: more triples, most of them wrong).
 
 Precision and recall per document, micro-averaged: exact (the same three strings) and embedding-matched
 (appendix F with §3.1's thresholds: a generated triple matches a gold one when subject and object reach cosine

@@ -9,9 +9,9 @@ Two steps, each optional:
   embedding-matched P/R. Variants: "free", "constrained" (`WriteGrammar`), "distinct" (constrained, and a subject
   takes each relation once per call: the model cannot loop, so it writes until "})" or the token limit).
 
-    .venv/bin/python benchmarks/write_levers.py --train-docs 180 --epochs 1 --adapter-out runs/levers/write180x1
-    .venv/bin/python benchmarks/write_levers.py --adapters runs/memllm/cpu/write,runs/levers/write180x1 \
-        --eval-docs 0:10 --variants free,constrained --out benchmarks/results/write_levers.json
+    .venv/bin/python experiments/write_levers.py --train-docs 180 --epochs 1 --adapter-out runs/levers/write180x1
+    .venv/bin/python experiments/write_levers.py --adapters runs/memllm/cpu/write,runs/levers/write180x1 \
+        --eval-docs 0:10 --variants free,constrained --out experiments/results/write_levers.json
 """
 
 from __future__ import annotations
@@ -20,7 +20,6 @@ import argparse
 import json
 import time
 import warnings
-from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -69,7 +68,7 @@ def evaluate(adapter: Path, docs: range, variants: list[str], *, model_id: str =
     """Table 4's columns for each variant, greedy and late stopping (K = 5), on dev documents `docs`."""
     from peft import PeftModel
 
-    from retllm_utils.memllm.write_quality import PRF, call_triples, score_embedded, score_exact, write_calls
+    from retllm_utils.memllm.write_quality import table4_scores, write_calls
     from retllm_utils.models import load_embedder, load_model
 
     dev, rel = load_docred(RED / "dev_revised.json"), relation_names(RED / "rel_info.json")
@@ -81,7 +80,6 @@ def evaluate(adapter: Path, docs: range, variants: list[str], *, model_id: str =
     model, tok = load_model(model_id)
     model = PeftModel.from_pretrained(model, str(adapter), adapter_name="write").eval()
     emb = load_embedder("all-minilm-l6-v2")
-    tau = dict(tau_entity=emb.thresholds["tau_entity"], tau_relation=emb.thresholds["tau_relation"])
     out: dict[str, Any] = {}
     for v in variants:
         relations = None if v == "free" else list(rel.values())
@@ -100,25 +98,12 @@ def evaluate(adapter: Path, docs: range, variants: list[str], *, model_id: str =
         }
         seconds = time.perf_counter() - t0
         for name, per in (("greedy", {d: [c.greedy for c in cs] for d, cs in calls.items()}), ("late", calls)):
-            ex, em = PRF(), PRF()
-            for d, cs in per.items():
-                triples = call_triples(cs)
-                ex, em = ex.add(score_exact(triples, gold[d])), em.add(score_embedded(triples, gold[d], emb, **tau))
-            row = {
-                "exact P": ex.precision,
-                "exact R": ex.recall,
-                "emb. P": em.precision,
-                "emb. R": em.recall,
-                "triples": ex.n_pred,
-                "gold": ex.n_gold,
-                "ends": dict(Counter(c.end for cs in per.values() for c in cs)),
-                "seconds": seconds,
-            }
+            row = {**table4_scores(per, gold, emb), "seconds": seconds}
             out[f"{v}, {name}"] = row
             print(
                 f"{adapter.name} {v}, {name}: "
-                + ", ".join(f"{k} {x:.3f}" for k, x in row.items() if "P" in k or "R" in k)
-                + f", {row['triples']} triples / {row['gold']} gold, ends {row['ends']}",
+                + ", ".join(f"{k} {x:.3f}" for k, x in row.items() if k.endswith((" P", " R")))
+                + f", {row['triples']} triples / {row['gold']} gold, ends {row[next(k for k in row if 'calls' in k)]}",
                 flush=True,
             )
     return out

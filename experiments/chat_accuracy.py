@@ -1,12 +1,13 @@
 """Does a faster decoding path change notebook 03's scores? The test split through the controller, per variant.
 
-    .venv/bin/python benchmarks/chat_accuracy.py --variants bf16     # -> results/chat_accuracy.json
-    .venv/bin/python benchmarks/chat_accuracy.py --variants llama.cpp --llama-cpp-src DIR --out chat_accuracy_llamacpp
+    .venv/bin/python experiments/chat_accuracy.py --variants bf16     # -> experiments/results/chat_accuracy.json
+    .venv/bin/python experiments/chat_accuracy.py --variants llama.cpp --llama-cpp-src DIR --out chat_accuracy_llamacpp
 
-Every variant is notebook 02's cpu adapter on one of bench_controller.py's decoding paths (`models.for_chat`, or
-llama.cpp with the adapter converted), scored exactly as notebook 03 scores its passes (names copied, answers held
-to the reply's facts, LSH memory, MiniLM with the calibrated thresholds); `differs` counts examples whose calls or
-answer differ from notebook 03's own pass of the same adapter (the adapter unmerged, fp32), the reference row:
+Every variant is notebook 02's cpu adapter on one of benchmarks/bench_controller.py's decoding paths
+(`models.for_chat`, or llama.cpp with the adapter converted), scored exactly as notebook 03 scores its passes
+(names copied, answers held to the reply's facts, LSH memory, MiniLM with the calibrated thresholds); `differs`
+counts examples whose calls or answer differ from notebook 03's own pass of the same adapter (the adapter
+unmerged, fp32), the reference row:
 `--loss paper` (the default: the adapter the controller benchmark times) is notebook 03's "paper's loss mask" pass,
 `--loss whole_sequence` its "RET-LLM" pass.
 """
@@ -16,9 +17,12 @@ from __future__ import annotations
 import argparse
 import os
 import time
+from pathlib import Path
 
-from bench_controller import LLAMA_CPP, VARIANTS, llama_cpp_generator
-from common import machine, save_result, set_threads, table
+from benchmarks.bench_controller import LLAMA_CPP, VARIANTS, llama_cpp_generator
+from benchmarks.common import machine, save_result, set_threads, table
+
+RESULTS = Path(__file__).resolve().parent / "results"  # experiments/results/
 
 
 def _row(name: str, t, n: int, differs: int) -> dict:
@@ -94,7 +98,7 @@ def main() -> None:
         }
         out[v] = {**_row(v, t, len(df), differs), "minutes": seconds / 60}
         print(table([out[v]]), flush=True)
-    save_result(a.out, {"benchmark": "chat_accuracy", "runs": runs, "machine": machine()})
+    save_result(a.out, {"benchmark": "chat_accuracy", "runs": runs, "machine": machine()}, RESULTS)
     print(table(list(out.values())))
 
 
