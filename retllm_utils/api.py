@@ -21,10 +21,13 @@ parse and strip function takes time linear in the text (`benchmarks/parse_speed.
 
 from __future__ import annotations
 
-import functools
-import re
 from dataclasses import dataclass
 from typing import NamedTuple, Sequence, Union
+
+from .escaping import cut_spans, escape
+from .escaping import find_unescaped as _find_unescaped  # memllm.write_quality imports these three from here
+from .escaping import split_unescaped as _split_unescaped
+from .escaping import unescape as _unescape
 
 __all__ = [
     "Triple",
@@ -119,49 +122,6 @@ class ApiFormatError(ValueError):
 
 
 # ----------------------------------------------------------------------------------------- helpers
-def _escape(term: str, special: set[str]) -> str:
-    term = str(term).strip()
-    return "".join("\\" + c if c in special else c for c in term)
-
-
-@functools.lru_cache(maxsize=None)
-def _escape_or(alternative: str) -> re.Pattern:
-    """An escape (a backslash and the character after it) or `alternative`: one C-speed scan, no per-char loop."""
-    return re.compile(r"\\.|" + alternative, re.S)
-
-
-def _split_unescaped(body: str, sep: str) -> list[str]:
-    """Split on `sep` where it is not escaped; escapes are kept for `_unescape`."""
-    if "\\" not in body:
-        return body.split(sep)
-    parts, last = [], 0
-    for m in _escape_or(re.escape(sep)).finditer(body):
-        if m.group()[0] != "\\":
-            parts.append(body[last : m.start()])
-            last = m.end()
-    parts.append(body[last:])
-    return parts
-
-
-_ESCAPED = re.compile(r"\\(.)", re.S)
-
-
-def _unescape(term: str) -> str:
-    return (_ESCAPED.sub(r"\1", term) if "\\" in term else term).strip()
-
-
-@functools.lru_cache(maxsize=None)
-def _plain_run(chars: str) -> re.Pattern:
-    """Text free of `chars`, escapes included (a backslash never starts a run, so there is no backtracking)."""
-    return re.compile(r"(?:[^\\" + re.escape(chars) + r"]+|\\.)*", re.S)
-
-
-def _find_unescaped(text: str, chars: str, start: int) -> int:
-    """Index of the first unescaped character of `chars` at or after `start`, or -1."""
-    pos = _plain_run(chars).match(text, start).end()
-    return pos if pos < len(text) and text[pos] in chars else -1
-
-
 def _parse_triple(body: str, where: str) -> Triple | str:
     """A Triple, or an error message."""
     terms = _split_unescaped(body, SEP)
@@ -185,7 +145,7 @@ def is_memllm_query(q: Sequence[str]) -> bool:
 def _retllm_triple(t: Sequence[str], *, allow_empty: bool) -> str:
     if len(t) != 3:
         raise ApiFormatError(f"a triple needs 3 terms, got {len(t)}: {t!r}")
-    terms = [_escape(x, _RETLLM_SPECIAL) for x in t]
+    terms = [escape(x, _RETLLM_SPECIAL) for x in t]
     if not allow_empty and not all(terms):
         raise ApiFormatError(f"empty term in {tuple(t)!r}: every term of a stored triple must be non-empty")
     if allow_empty and not any(terms):
@@ -296,26 +256,16 @@ def _parse_retllm_call(text: str, start: int, skip: int, *, write: bool) -> tupl
             pos += 1
 
 
-def _without(text: str, calls: Sequence[Call]) -> str:
-    """`text` with the character ranges of `calls` cut out."""
-    out, i = [], 0
-    for c in calls:
-        out.append(text[i : c.start])
-        i = c.end
-    out.append(text[i:])
-    return "".join(out)
-
-
 def strip_retllm_calls(text: str) -> str:
     """The text a user should see: every (well-formed or not) call removed."""
-    return _without(text, parse_retllm(text))
+    return cut_spans(text, parse_retllm(text))
 
 
 # ----------------------------------------------------------------------------------------- MemLLM
 def _memllm_terms(t: Sequence[str]) -> list[str]:
     if len(t) != 3:
         raise ApiFormatError(f"a triple needs 3 terms, got {len(t)}: {t!r}")
-    return [_escape(x, _MEMLLM_SPECIAL) for x in t]
+    return [escape(x, _MEMLLM_SPECIAL) for x in t]
 
 
 def format_memllm_write(triples: Sequence[Sequence[str]]) -> str:
@@ -344,7 +294,7 @@ def format_memllm_read_query(queries: Sequence[Sequence[str]]) -> str:
 
 def format_memllm_read_reply(results: Sequence[str]) -> str:
     """The part the memory appends: `e1, e2})`."""
-    return ", ".join(_escape(e, _MEMLLM_SPECIAL) for e in results) + MEMLLM_CLOSE
+    return ", ".join(escape(e, _MEMLLM_SPECIAL) for e in results) + MEMLLM_CLOSE
 
 
 def format_memllm_read(queries: Sequence[Sequence[str]], results: Sequence[str]) -> str:
@@ -443,4 +393,4 @@ def memllm_query_closed(text: str) -> bool:
 
 def strip_memllm_calls(text: str) -> str:
     """Text with every MemLLM call removed (as the paper removes answered calls from the context)."""
-    return _without(text, parse_memllm(text))
+    return cut_spans(text, parse_memllm(text))
