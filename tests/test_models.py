@@ -14,8 +14,6 @@ import torch
 from retllm_utils import models
 from retllm_utils.models import (
     DEFAULT_MODEL,
-    MINILM_THRESHOLDS,
-    THRESHOLD_PAIRS,
     LLMMeanEmbedder,
     NgramEmbedder,
     cache_root,
@@ -23,10 +21,10 @@ from retllm_utils.models import (
     gguf_path,
     load_embedder,
     load_model,
-    pair_cosines,
     pick_device,
 )
 from retllm_utils.paths import atomic_dir
+from retllm_utils.thresholds import MINILM_THRESHOLDS, THRESHOLD_PAIRS, pair_cosines
 
 PROMPT = "The capital of France is"
 
@@ -129,7 +127,7 @@ def test_minilm_similarity_ordering(minilm):
 
 
 def test_minilm_default_thresholds_match_their_measurement(minilm):
-    """The defaults in models.py were chosen on THRESHOLD_PAIRS; re-measure and hold them to what is recorded."""
+    """The defaults in thresholds.py were chosen on THRESHOLD_PAIRS; re-measure and hold them to what is recorded."""
     cos = pair_cosines(minilm)
     for kind in ("entity", "relation"):
         tau = MINILM_THRESHOLDS[f"tau_{kind}"]
