@@ -1,5 +1,5 @@
-"""Who may stand in for a query term (issue 14): the stress set, the sweeps and the calibration of `retllm.matching`,
-and the MiniLM defaults in models.py held to what the calibration finds."""
+"""Who may stand in for a query term: the stress set (`fuzzy.stress`), the sweeps and the calibration of
+`fuzzy.matching`, and the MiniLM defaults in thresholds.py held to what the calibration finds."""
 
 import random
 
@@ -7,23 +7,13 @@ import numpy as np
 import pytest
 from rapidfuzz.distance import OSA
 
+from retllm_utils.fuzzy import matching
+from retllm_utils.fuzzy.matching import SIGNALS, Scored, calibrate, decide, sweep
+from retllm_utils.fuzzy.stress import KINDS, misspell, name_pool, split_companies, split_paraphrases, stress_pairs
 from retllm_utils.memory import char_similarity, first_passing
-from retllm_utils.models import MINILM_THRESHOLDS, NgramEmbedder
-from retllm_utils.retllm import matching
-from retllm_utils.retllm.matching import (
-    KINDS,
-    SIGNALS,
-    Scored,
-    calibrate,
-    decide,
-    misspell,
-    name_pool,
-    split_companies,
-    split_paraphrases,
-    stress_pairs,
-    sweep,
-)
+from retllm_utils.models import NgramEmbedder
 from retllm_utils.retllm.phrasings import RELATIONS
+from retllm_utils.thresholds import MINILM_THRESHOLDS
 
 
 @pytest.fixture(scope="module")
@@ -193,7 +183,7 @@ def test_char_similarity_on_the_issue_examples():
 
 
 def test_minilm_defaults_are_what_calibration_finds(minilm):
-    """models.MINILM_THRESHOLDS' fuzzy read is `measure`'s choice on the validation pool, and on the test pool it
+    """thresholds.MINILM_THRESHOLDS' fuzzy read is `measure`'s choice on the validation pool, and on the test pool it
     makes no wrong stand-in where the paper's rule makes many."""
     res = matching.measure(minilm)
     assert res["memory"] == {k: MINILM_THRESHOLDS[k] for k in ("fuzzy", "fuzzy_char")}
