@@ -106,7 +106,7 @@ VARIANTS = {  # name: (weights dtype, static KV cache + compiled decoding step)
 
 def llama_cpp_generator(adapter: Path, tok, src: str | None, threads: int, max_new_tokens: int):
     """The llama.cpp variant's generator: the shipped GGUF with `adapter` converted (once, kept beside it)."""
-    from retllm_utils.llamacpp import LlamaCppGenerator, load_llama, lora_gguf
+    from retllm_utils.chat.llamacpp import LlamaCppGenerator, load_llama, lora_gguf
 
     return LlamaCppGenerator(load_llama(lora_gguf(adapter, src), threads=threads), tok, max_new_tokens=max_new_tokens)
 
@@ -157,7 +157,7 @@ def main() -> None:
     from transformers import LogitsProcessorList
 
     from retllm_utils import controller as ctl
-    from retllm_utils import copying
+    from retllm_utils.chat import copying
     from retllm_utils.memory import TripleMemory
     from retllm_utils.models import for_chat, load_embedder, load_model
     from retllm_utils.paths import RUNS

@@ -2,6 +2,8 @@
 
 import copy
 import re
+import subprocess
+import sys
 import unicodedata
 from collections import Counter
 
@@ -13,15 +15,8 @@ from test_generation import TOK, ScriptedStep
 from transformers import LogitsProcessorList
 
 from retllm_utils.api import MemWrite, Triple, parse_memllm, parse_retllm, read_query_end
-from retllm_utils.controller import (
-    ForceThenFree,
-    HFGenerator,
-    MemLLMController,
-    RetLLMController,
-    ScriptedGenerator,
-    neutralize,
-    neutralize_memllm,
-)
+from retllm_utils.controller import ForceThenFree, HFGenerator, RetLLMController, ScriptedGenerator, neutralize
+from retllm_utils.memllm.controller import MemLLMController, neutralize_memllm
 from retllm_utils.memllm.generation import ModelStep
 from retllm_utils.memory import TripleMemory
 from retllm_utils.models import NgramEmbedder
@@ -95,6 +90,7 @@ def test_malformed_model_output_is_logged_not_written(memory):
     ctl = RetLLMController(ScriptedGenerator(lambda t: "[MEM_WRITE{a>>b}][MEM_WRITE{x>>y>>z}]ok"), memory, prompt)
     turn = ctl.chat("anything")
     assert [e["event"] for e in turn.trace] == ["model", "error", "write"]
+    assert turn.trace[1]["cause"] == "parse"  # the chat tells the user the call did not parse (chat.session)
     assert list(memory) == [Triple("x", "y", "z")] and turn.answer == "ok"
 
 
@@ -458,3 +454,15 @@ def test_a_runaway_turn_writes_at_most_max_writes(memory):
 def test_a_parroted_memllm_sentence_never_parses_into_triples(text):
     parroted = "({MEM_WRITE-->" + neutralize_memllm(text) + "})"
     assert not [t for c in parse_memllm(parroted) if isinstance(c, MemWrite) for t in c.triples]
+
+
+def test_the_controller_imports_neither_paper_nor_the_chat_extras():
+    """The shared controller is paper-neutral: MemLLM's part is `memllm.controller`, the decoding constraints
+    (`chat.copying`) are imported on the first turn that asks for them."""
+    code = (
+        "import sys, retllm_utils.controller\n"
+        "bad = [m for m in sys.modules if m.startswith(('retllm_utils.chat', 'retllm_utils.fuzzy',"
+        " 'retllm_utils.memllm', 'retllm_utils.retllm'))]\n"
+        "assert not bad, bad"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)

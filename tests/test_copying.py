@@ -6,8 +6,7 @@ import torch
 from transformers import LogitsProcessor
 
 from retllm_utils import api
-from retllm_utils.controller import HFGenerator, RetLLMController
-from retllm_utils.copying import (
+from retllm_utils.chat.copying import (
     AllowedTerms,
     _in_relation,
     _made_up_reply,
@@ -17,6 +16,7 @@ from retllm_utils.copying import (
     invented_terms,
     user_spans,
 )
+from retllm_utils.controller import HFGenerator, RetLLMController
 from retllm_utils.memory import TripleMemory
 from retllm_utils.prompts import chat_prompt
 from retllm_utils.retllm.synthetic import fact_sentence
@@ -225,7 +225,7 @@ def test_a_pushed_drift_is_answered_only_without_the_answer_constraint(smol):
 
 def test_ranked_is_every_token_best_first():
     """The processors' candidate order: a cheap top-k first, then the rest, each id once, best first."""
-    from retllm_utils.copying import _Choose
+    from retllm_utils.chat.copying import _Choose
 
     scores = torch.randn(1, 500, generator=torch.Generator().manual_seed(0))
     order = list(_Choose._ranked(scores, first=8))

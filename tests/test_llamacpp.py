@@ -1,4 +1,4 @@
-"""The llama.cpp chat path (`retllm_utils.llamacpp`) keeps HFGenerator's contract: on the same model it generates
+"""The llama.cpp chat path (`retllm_utils.chat.llamacpp`) keeps HFGenerator's contract: on the same model it generates
 the same turn (pauses, memory replies, decoding constraints) and reuses its KV cache across a pause.
 
 llama-cpp-python is optional and not installed by `make install`, so the engine here is a stand-in with llama.cpp's
@@ -12,8 +12,8 @@ import pytest
 import torch
 from transformers import LogitsProcessorList
 
+from retllm_utils.chat.llamacpp import LlamaCppGenerator, lora_gguf
 from retllm_utils.controller import ForceThenFree, HFGenerator, RetLLMController
-from retllm_utils.llamacpp import LlamaCppGenerator, lora_gguf
 from retllm_utils.memory import TripleMemory
 from retllm_utils.models import NgramEmbedder
 from retllm_utils.prompts import chat_prompt

@@ -29,8 +29,8 @@ from tqdm.auto import tqdm
 
 from .. import api
 from ..api import MemRead, MemWrite
+from ..chat.copying import allowed_terms, invented_terms
 from ..controller import HFGenerator, RetLLMController, neutralize
-from ..copying import allowed_terms, invented_terms
 from ..memory import TripleMemory
 from ..metrics import PRF, whole_word
 from ..prompts import chat_prompt, end_token

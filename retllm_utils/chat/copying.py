@@ -1,5 +1,5 @@
 """Names copied exactly: RET-LLM calls whose entity terms can only be what the user wrote (or, for reads, what the
-memory stores). An extension beyond the paper (issue 14; notebook 03 reports it beside unconstrained decoding).
+memory stores). An extension beyond the paper (notebook 03 reports it beside unconstrained decoding).
 
 A 135M model copying a name sometimes respells it ("Pasquale Ballif" -> "Pascule Ballif"): the memory then holds a
 person who does not exist, or a read asks about one. `CopyTerms` is a transformers `LogitsProcessor`: while the
@@ -26,8 +26,8 @@ from typing import Any, Callable, Iterator, Sequence
 import torch
 from transformers import LogitsProcessor
 
-from . import api
-from .api import RETLLM_READ_OPEN, RETLLM_WRITE_OPEN, MemRead, MemWrite
+from .. import api
+from ..api import RETLLM_READ_OPEN, RETLLM_WRITE_OPEN, MemRead, MemWrite
 
 __all__ = [
     "AllowedTerms",
@@ -40,7 +40,8 @@ __all__ = [
     "STORED_CAP",
 ]
 
-STORED_CAP = 5000  # a read may use stored phrases only from a memory this small: listing a large one per turn is slow
+# a read may use stored phrases only from a memory this small: listing a large one per turn is slow
+STORED_CAP = 5000
 _EDGE = "\"'“”‘’()[]{}.,;:!?"
 _WORD = re.compile(r"\S+")
 
@@ -184,14 +185,16 @@ class CopyTerms(_Choose):
         generated = self._generated(input_ids)
         state = _open_term(generated)
         if state is None:
-            if _in_relation(generated):  # a two-term call is malformed: nothing would read, the model would go on
+            # a two-term call is malformed: nothing would read, the model would go on
+            if _in_relation(generated):
                 return self._best(scores, lambda piece: not any(c in piece for c in "{}[]"))
             return self._best(
                 scores, lambda piece: not (("{" in piece or "]" in piece) and _made_up_reply(generated, piece))
             )
         partial, close, read = state
         head = partial.lstrip()  # the parser strips terms: spaces before the first character are harmless
-        phrases = self.allowed.read | {""} if read else self.allowed.write  # a read may leave the term unknown
+        # a read may leave the term unknown
+        phrases = self.allowed.read | {""} if read else self.allowed.write
         # the rest of every allowed phrase and its close that `head` begins (it may end in part of the close: ">")
         targets = [f[len(head) :] for f in (p + close for p in phrases) if f.startswith(head) and len(f) > len(head)]
         if not targets:
@@ -255,7 +258,8 @@ class StateFacts(_Choose):
                     return self._only(scores, i)
                 continue
             piece = self._text(i)
-            if "\ufffd" in piece:  # part of a multi-byte character: allowed where a rest goes on with non-ASCII
+            # part of a multi-byte character: allowed where a rest goes on with non-ASCII
+            if "\ufffd" in piece:
                 ok = any(r and not r[0].isascii() for r in rests)
             else:
                 ok = bool(piece) and any(r.startswith(piece) for r in rests)

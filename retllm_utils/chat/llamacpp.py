@@ -8,7 +8,7 @@ Linux x86-64 on PyPI, so `pip install llama-cpp-python` compiles llama.cpp (~5 m
 and cmake); the adapter's conversion needs llama.cpp's own `convert_lora_to_gguf.py`, which the installed package
 does not carry (its source distribution does: `pip download --no-deps --no-binary :all: llama-cpp-python`, then
 unpack `vendor/llama.cpp`). llama.cpp multiplies the 4-bit (Q4_1) weights as they are stored, where transformers
-multiplies them dequantised to fp32: greedy outputs can differ (benchmarks/chat_accuracy.py measures notebook 03's
+multiplies them dequantised to fp32: greedy outputs can differ (experiments/chat_accuracy.py measures notebook 03's
 test split both ways).
 """
 
@@ -23,9 +23,9 @@ from typing import Any, Sequence
 import numpy as np
 import torch
 
-from .controller import HFGenerator, Pause
+from ..controller import HFGenerator, Pause
+from ..models import DEFAULT_MODEL, _resolve, gguf_path, load_model
 from .copying import AllowedTerms
-from .models import DEFAULT_MODEL, _resolve, gguf_path, load_model
 
 __all__ = ["LlamaCppGenerator", "convert_lora", "load_llama", "lora_gguf"]
 
@@ -36,7 +36,8 @@ def convert_lora(adapter_dir: str | os.PathLike, out: str | os.PathLike, llama_c
     script = src / "convert_lora_to_gguf.py"
     if not script.is_file():
         raise FileNotFoundError(f"no convert_lora_to_gguf.py in {src}: give the llama.cpp source folder")
-    load_model(DEFAULT_MODEL, device="cpu")  # the HF checkpoint the converter reads the base model's shapes from
+    # the HF checkpoint the converter reads the base model's shapes from
+    load_model(DEFAULT_MODEL, device="cpu")
     base = _resolve(DEFAULT_MODEL, None)[0]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(src), str(src / "gguf-py")])}
     cmd = [
@@ -93,7 +94,8 @@ class LlamaCppGenerator(HFGenerator):
         self, llm: Any, tokenizer: Any, *, max_new_tokens: int = 96, end: str | None = None, logits_processor=()
     ):
         super().__init__(llm, tokenizer, max_new_tokens=max_new_tokens, end=end)
-        self.extra = list(logits_processor)  # as HFGenerator's generate(logits_processor=...): e.g. ForceThenFree
+        # as HFGenerator's generate(logits_processor=...): e.g. ForceThenFree
+        self.extra = list(logits_processor)
 
     def _logits(self) -> torch.Tensor:
         import llama_cpp

@@ -1,20 +1,32 @@
 """Talking to the memory (notebook 09): a RET-LLM chat and a MemLLM write/continue pad over live memories.
 
-Notebook 09's widgets call these methods and nothing else, so its scripted papermill run and the unit tests exercise
-what a user's clicks do. RET-LLM turns go through `RetLLMController` (the API hidden from the answer, RET-LLM §3);
-MemLLM's through `MemLLMController` (§3.2: the write model per sentence, the read model reading mid-text).
+Notebook 09's widgets (`chat.widgets`) call these methods and nothing else, so its scripted papermill run and the unit
+tests exercise what a user's clicks do. RET-LLM turns go through `RetLLMController` (the API hidden from the answer,
+RET-LLM §3); MemLLM's through `memllm.controller.MemLLMController` (§3.2: the write model per sentence, the read
+model reading mid-text).
+
+Where the model answers nothing (RET-LLM's adapter is trained to stay silent after a write), the chat tells the user
+what the turn did instead (`in_words`): the facts it stored, or why nothing was stored, e.g. a call that did not
+parse. That sentence is a "note" event in the turn's trace, so `trace_lines` shows it as the controller's, not the
+model's.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
-from .api import Triple
-from .controller import MemLLMController, RetLLMController, Turn
+from ..api import Triple
+from ..controller import RetLLMController, Turn
 
-__all__ = ["ChatSession", "trace_lines", "sentences"]
+if TYPE_CHECKING:
+    from ..memllm.controller import MemLLMController
+
+__all__ = ["ChatSession", "in_words", "trace_lines", "sentences"]
+
+FactWords = Callable[[Triple], str | None]  # one fact as a sentence; None: no words for its relation
 
 
 def trace_lines(user: str, turn: Turn) -> list[str]:
@@ -29,8 +41,37 @@ def trace_lines(user: str, turn: Turn) -> list[str]:
             lines.append(f"  memory → LLM    : {[tuple(t) for t in e['results']]}")
         elif e["event"] == "error":
             lines.append(f"  ! not executed  : {e['message']}")
-    lines.append(f"  LLM → user      : {turn.answer!r}")
+        elif e["event"] == "note":
+            lines.append(f"  controller → user: {e['text']!r}")
+    if not any(e["event"] == "note" for e in turn.trace):
+        lines.append(f"  LLM → user      : {turn.answer!r}")
     return lines
+
+
+def _said(facts: Sequence[Sequence[str]], words: FactWords | None) -> str:
+    """Facts as sentences: `words`' where it has them, else "subject relation object."."""
+    return " ".join((words(Triple(*t)) if words else None) or f"{t[0]} {t[1]} {t[2]}." for t in facts)
+
+
+def in_words(turn: Turn, words: FactWords | None = None) -> str:
+    """What a turn did, for a user whose model said nothing: the facts stored (or already known), the calls that were
+    not executed and why, what a read found; or that the model made no memory call at all."""
+    trace = turn.trace
+    new = [e["triple"] for e in trace if e["event"] == "write" and e["new"]]
+    known = [e["triple"] for e in trace if e["event"] == "write" and not e["new"]]
+    errors = [e for e in trace if e["event"] == "error"]
+    reads = [e for e in trace if e["event"] == "read"]
+    parts = [f"Noted: {_said(new, words)}"] if new else []
+    parts += [f"Already known: {_said(known, words)}"] if known else []
+    for e in errors:
+        why = "the model's memory call did not parse" if e.get("cause") == "parse" else "the memory call failed"
+        parts.append(f"Not stored: {why} ({e['message']}).")
+    found = [t for e in reads for t in e["results"]]
+    if found:
+        parts.append(f"The memory says: {_said(found, words)}")
+    elif reads:
+        parts.append("Nothing in the memory answers that.")
+    return " ".join(parts) or "Nothing stored: the model made no memory call and gave no answer."
 
 
 def sentences(text: str) -> list[str]:
@@ -65,10 +106,15 @@ class ChatSession:
         self.model = name
 
     def say(self, text: str) -> Turn:
-        """One chat turn; the memory reflects it when this returns."""
+        """One chat turn; the memory reflects it when this returns. An empty answer becomes `in_words`' account of
+        the turn, in the active controller's `answer_form` words where it has one."""
         if not isinstance(text, str) or not text.strip():
             raise ValueError("say something: the message is empty")
-        turn = self.controllers[self.model].chat(text)
+        ctl = self.controllers[self.model]
+        turn = ctl.chat(text)
+        if not turn.answer:
+            note = in_words(turn, getattr(ctl, "answer_form", None))
+            turn = dataclasses.replace(turn, answer=note, trace=[*turn.trace, {"event": "note", "text": note}])
         self.history.append((text, turn))
         return turn
 

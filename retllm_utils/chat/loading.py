@@ -1,0 +1,88 @@
+"""Notebook 09's chat models: RET-LLM controllers over notebook 02's adapter (or the zero-shot base model alone) and
+MemLLM's controller over notebook 05's two adapters. Each loader returns what it loaded and a message saying what it
+found, or which notebook to run first.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+
+from ..controller import HFGenerator, RetLLMController
+from ..memllm.controller import MemLLMController
+from ..models import for_chat, load_model
+from ..paths import ROOT, run_dir
+from ..prompts import chat_prompt
+
+__all__ = ["load_retllm", "load_memllm"]
+
+NO_RETLLM = """!! no RET-LLM adapter in {where}: run notebook 02 with profile={profile!r}
+   first. Until then only the zero-shot base model chats (it cannot use the memory).
+   (its ablation=True trains the whole-sequence adapter; loss='paper' uses the masked one it always trains)"""
+NO_MEMLLM = """!! no MemLLM adapters in {where}: run notebook 05 with
+   profile={profile!r} first. Until then the MemLLM tab is off."""
+
+
+def _shown(path: Path) -> str:
+    """A path as the notebook prints it: relative to the kit, never the machine's own folders."""
+    return os.path.relpath(path, ROOT)
+
+
+def load_retllm(
+    model_id: str,
+    profile: str,
+    loss: str,
+    *,
+    dtype: Any,
+    max_new_tokens: int,
+    engine: str = "transformers",
+    llama_cpp_src: str | None = None,
+    answer_form: Callable | None = None,
+) -> tuple[dict[str, RetLLMController], Any, str]:
+    """(controllers by name, the tokenizer, a message): "trained" when notebook 02 saved the adapter of `loss`
+    ("whole_sequence" or "paper") for `profile` (names copied from the message or the memory, answers held to the
+    reply's facts in `answer_form`'s words, as notebook 03 scores it), and "base" (zero-shot); their memory is set
+    by `ChatSession`.
+
+    Both run in `dtype` with the adapter merged (`models.for_chat`), or the trained one on llama.cpp
+    (`engine="llama.cpp"`: the shipped 4-bit GGUF with the adapter converted, `chat.llamacpp`).
+    """
+    adapter = run_dir("retllm", profile) / {"whole_sequence": "adapter_nomask", "paper": "adapter"}[loss]
+    base, tokenizer = load_model(model_id)
+    base = for_chat(base, dtype=dtype)
+    controllers = {"base": RetLLMController.from_model(base, tokenizer, None, max_new_tokens=max_new_tokens)}
+    if not (adapter / "adapter_config.json").is_file():
+        return controllers, tokenizer, NO_RETLLM.format(where=_shown(adapter), profile=profile)
+    if engine == "llama.cpp":
+        from .llamacpp import LlamaCppGenerator, load_llama, lora_gguf
+
+        llm = load_llama(lora_gguf(adapter, llama_cpp_src), threads=torch.get_num_threads())
+        generator: HFGenerator = LlamaCppGenerator(llm, tokenizer, max_new_tokens=max_new_tokens)
+    else:
+        from peft import PeftModel
+
+        trained = for_chat(PeftModel.from_pretrained(load_model(model_id)[0], str(adapter)), dtype=dtype)
+        generator = HFGenerator(trained, tokenizer, max_new_tokens=max_new_tokens)
+    trained_ctl = RetLLMController(
+        generator, None, lambda u: chat_prompt(tokenizer, u), copy_names=True, answer_form=answer_form
+    )
+    controllers = {"trained": trained_ctl, "base": controllers["base"]}
+    return controllers, tokenizer, f"RET-LLM adapter: {_shown(adapter)} on {engine}"
+
+
+def load_memllm(model_id: str, tokenizer: Any, profile: str, memory: Any) -> tuple[MemLLMController | None, str]:
+    """(MemLLM's controller over `memory`, a message): notebook 05's "write" and "read" adapters for `profile` on one
+    base model, switched per call; None where either is missing."""
+    dirs = {k: run_dir("memllm", profile) / k for k in ("write", "read")}
+    where = _shown(dirs["write"].parent)
+    if not all((d / "adapter_config.json").is_file() for d in dirs.values()):
+        return None, NO_MEMLLM.format(where=where, profile=profile)
+    from peft import PeftModel
+
+    model = PeftModel.from_pretrained(load_model(model_id)[0], str(dirs["write"]), adapter_name="write")
+    model.load_adapter(str(dirs["read"]), adapter_name="read")
+    memllm = MemLLMController.from_model(model.eval(), tokenizer, memory, max_new_tokens=40)
+    return memllm, f"MemLLM adapters: {where}/{{write,read}}"
