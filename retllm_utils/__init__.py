@@ -5,15 +5,16 @@ imported here.
 
 Core:
 - `api`: the two memory-API text dialects, formatted and parsed (RET-LLM §3.2, MemLLM §3.2; every notebook).
+- `escaping`: backslash escapes inside API terms: escape, split, find and unescape in linear time (for `api`).
 - `memory`: the papers' reads — RET-LLM exact-then-fuzzy, MemLLM τ / Q_thr — as `MemoryReads` over any backend, and
   `TripleMemory`, them on SQLite (notebooks 03, 06, 07).
 - `triple_store`: `TripleStore`, the one store interface both backends inherit: term checks and the term-length
   cap, writes, updates, inspection, import / export, written once.
 - `phrase_index`: one faiss index per phrase kind (flat, LSH as RET-LLM, HNSW as MemLLM; notebook 08).
 - `memory_io`: DataFrame / CSV / SQL import and export of a memory (any object with `__iter__` and `write_many`).
-- `controller`: user ↔ model ↔ memory, hiding the API (RET-LLM Figures 3–5, notebook 03; MemLLM, notebook 07).
-- `session`: a RET-LLM chat and a MemLLM write/continue pad over live memories, what notebook 09's widgets call.
+- `controller`: user ↔ model ↔ memory, hiding the API (RET-LLM Figures 3–5; notebooks 03, 09), paper-neutral.
 - `models`: the offline LLM (SmolLM2 for Alpaca-7B / Mistral-7B) and phrase encoders (MiniLM for Contriever).
+- `thresholds`: the encoders' similarity thresholds, papers' and measured ones (results/thresholds.md says how).
 - `prompts`: one prompt format for RET-LLM training and inference (notebooks 02–03).
 - `training`: span-masked LoRA SFT on TRL's SFTTrainer (notebooks 02, 05).
 - `metrics`: precision/recall with one rule for empty sides, whole-word mentions (notebooks 02, 03, 06).
@@ -24,6 +25,17 @@ Core:
 - `postgres`: `PgTripleMemory` on PostgreSQL + pgvector, beyond both papers, so imported only when used (the
   `postgres` extra); `local_server`, `open_memory`.
 - `pg_phrases`: the Postgres backend's `?`-placeholder connection, phrase ids and pgvector nearest-phrase search.
+
+`chat/` — chat extras beyond both papers, each module imported only when used (notebook 09; 03 for `copying`):
+- `session`: `ChatSession`, a RET-LLM chat and a MemLLM write/continue pad over live memories; `trace_lines`.
+- `widgets`: notebook 09's ipywidgets tabs over a session: chat box, memory table and fact picker, MemLLM pad.
+- `loading`: notebook 09's chat models (notebook 02's adapter, on transformers or llama.cpp; 05's two adapters).
+- `copying`: decoding that copies call names from the user or the memory, answers held to the reply's facts.
+- `llamacpp`: RET-LLM chat turns on llama.cpp (optional, CPU): the shipped GGUF, the adapter converted.
+
+`fuzzy/` — calibrating RET-LLM's fuzzy read, beyond both papers (notebook 03): who may stand in for a term:
+- `stress`: a labelled stress set of near misses (typos, namesakes, company forms, relation paraphrases).
+- `matching`: that set scored by cosine and character similarity, threshold sweeps, calibration, plots.
 
 `retllm/` — RET-LLM (Modarressi et al., 2023):
 - `synthetic`: the people–company data set (§3.3, Tables 1–2; notebook 01).
@@ -36,6 +48,7 @@ Core:
 - `examples`: the write training rows (§3.2, §3.3.1, App. D; notebook 04).
 - `reads`: the read training rows and the dev documents Table 1 scores (§3.3.2, App. B–C; notebook 04).
 - `dataset`: the DatasetDict notebook 04 builds and saves (`make_dataset`, `render`) and notebooks 05–06 load.
+- `controller`: `MemLLMController` (§3.2): the write model per sentence, the read model reading mid-text.
 - `generation`: the one MemLLM decoding path — write calls (App. A late stopping) and read queries (notebooks 05–06).
 - `perplexity`: Table 1 — OVERALL / TARGET / ENTITY NLL with memory reads, reference and fast evaluators (notebook 07).
 - `table1`: Table 1's rows, the paper's numbers, aggregation and paired bootstrap intervals.
