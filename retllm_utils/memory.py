@@ -113,7 +113,8 @@ class Substitution(NamedTuple):
 
     role: str  # subject | relation | object
     term: str
-    stored: str | None  # the phrase that stood in, else the nearest stored, still used one (None: none stored)
+    # the phrase that stood in, else the nearest stored, still used one (None: none stored)
+    stored: str | None
     cosine: float
     accepted: bool  # cosine >= the role's `fuzzy` and char >= its `fuzzy_char`
     char: float = float("nan")  # `char_similarity(term, stored, role)`
@@ -162,7 +163,8 @@ class MemoryReads(TripleStore):
         th = {**PAPER_THRESHOLDS, **(getattr(self.embedder, "thresholds", None) or {})}
         for name, value in given.items():
             value = th[name] if value is None else value
-            setattr(self, name, dict(value) if isinstance(value, Mapping) else value)  # a copy: change it at will
+            # a copy: change it at will
+            setattr(self, name, dict(value) if isinstance(value, Mapping) else value)
         self.fuzzy_candidates = fuzzy_candidates
         self.q_thr = q_thr
         self.hnsw_ef_search = hnsw_ef_search
@@ -236,7 +238,8 @@ class MemoryReads(TripleStore):
         ents = {i: c for i, _, c in self._search(ENTITY, e_vec, self.tau_entity, nearest_only=False)}
         rels = {i: c for i, _, c in self._search(RELATION, r_vec, self.tau_relation, nearest_only=False)}
         for text, kind, found in ((q.subject or q.object, ENTITY, ents), (q.relation, RELATION, rels)):
-            pid = self._ids[kind].get(text)  # a verbatim phrase is a candidate even if an approximate index missed it
+            # a verbatim phrase is a candidate even if an approximate index missed it
+            pid = self._ids[kind].get(text)
             if pid is not None and pid not in found and self._index[kind].used(pid):
                 found[pid] = 1.0
         if not ents or not rels:

@@ -84,7 +84,8 @@ def from_csv(memory: Triples, path: str | os.PathLike, **read_csv_kw: Any) -> in
     if raw.empty:
         return 0
     header = [str(h) for h in raw.iloc[0]]
-    width = max((i + 1 for i, h in enumerate(header) if h), default=0)  # a trailing comma adds an unnamed column
+    # a trailing comma adds an unnamed column
+    width = max((i + 1 for i, h in enumerate(header) if h), default=0)
     wide = (raw.iloc[1:, width:] != "").any(axis=1).to_numpy()
     if wide.any():  # a value under no header name: refuse rather than shift or drop it
         raise ValueError(f"{path}, data row {int(wide.argmax()) + 1}: a value beyond the header's {width} columns")

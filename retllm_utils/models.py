@@ -235,7 +235,8 @@ def for_chat(model: Any, *, dtype: Any = None, compile: bool = False, cache_len:
         gen = model.generation_config
         gen.cache_implementation, gen.max_cache_len = "static", cache_len
         gen.compile_config = CompileConfig(mode="default", dynamic=False)
-        gen.compile_config._compile_all_devices = True  # transformers compiles on accelerators only unless told
+        # transformers compiles on accelerators only unless told
+        gen.compile_config._compile_all_devices = True
     return model.eval()
 
 
@@ -270,7 +271,8 @@ class SentenceEmbedder:
         self.name = name or str(model_name_or_path)
         get_dim = getattr(self.model, "get_embedding_dimension", None) or self.model.get_sentence_embedding_dimension
         self.dim = int(get_dim())
-        self.thresholds = copy.deepcopy(thresholds or PAPER_THRESHOLDS)  # per-role dicts too: the defaults stay
+        # per-role dicts too: the defaults stay
+        self.thresholds = copy.deepcopy(thresholds or PAPER_THRESHOLDS)
         self.batch_size = batch_size
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
@@ -322,7 +324,8 @@ class LLMMeanEmbedder:
         net = getattr(self.model, "base_model", self.model)
         device = next(self.model.parameters()).device
         bos = self.tokenizer.bos_token_id
-        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))  # similar lengths together: less padding
+        # similar lengths together: less padding
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
         for start in range(0, len(order), self.batch_size):
             idx = order[start : start + self.batch_size]
             enc = self.tokenizer(

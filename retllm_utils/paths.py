@@ -28,9 +28,11 @@ __all__ = [
 ROOT = Path(os.environ.get("RETLLM_ROOT", Path(__file__).resolve().parents[1]))
 DATA = ROOT / "data"
 FIGURES = ROOT / "figures"
-RESULTS = ROOT / "results"  # headline numbers as JSON (cpu profile, committed); the README tables are made from them
+# headline numbers as JSON (cpu profile, committed); the README tables are made from them
+RESULTS = ROOT / "results"
 RUNS = Path(os.environ.get("RETLLM_RUNS", ROOT / "runs"))  # adapters, memories, eval outputs (git-ignored)
-PROFILES = ("smoke", "cpu", "gpu")  # CI seconds-to-minutes / 2 CPU cores (committed outputs) / paper size on a GPU
+# CI seconds-to-minutes / 2 CPU cores (committed outputs) / paper size on a GPU
+PROFILES = ("smoke", "cpu", "gpu")
 
 
 def check_profile(profile: str) -> str:

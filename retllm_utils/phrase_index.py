@@ -169,8 +169,10 @@ class PhraseIndex:
         if self.index_kind == "flat":
             inner = faiss.IndexFlatIP(self.dim)
         elif self.index_kind == "lsh":
-            with one_thread():  # the rotation's QR is barrier-bound: 2 threads on 2 busy cores took 70 s, not 0.4 s
-                inner = faiss.IndexLSH(self.dim, self.lsh_nbits, True, False)  # fixed-seed random rotation: no training
+            # the rotation's QR is barrier-bound: 2 threads on 2 busy cores took 70 s, not 0.4 s
+            with one_thread():
+                # fixed-seed random rotation: no training
+                inner = faiss.IndexLSH(self.dim, self.lsh_nbits, True, False)
         else:
             inner = faiss.IndexHNSWFlat(self.dim, self.hnsw_m, faiss.METRIC_INNER_PRODUCT)
         self.inner, self.index = inner, faiss.IndexIDMap(inner)

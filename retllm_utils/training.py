@@ -198,7 +198,8 @@ class TrainingProgress(TrainerCallback):
     def on_log(self, args: Any, state: Any, control: Any, logs: dict | None = None, **kw: Any) -> None:
         if not logs or not state.is_world_process_zero:
             return
-        if self._tqdm is None and "train_loss" in logs:  # the closing summary: steps logged every N end short of 100%
+        # the closing summary: steps logged every N end short of 100%
+        if self._tqdm is None and "train_loss" in logs:
             took = _duration(time.monotonic() - self._t0)
             print(
                 f"done: {state.global_step} steps · mean loss {logs['train_loss']:.4f} · {took}",

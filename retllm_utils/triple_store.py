@@ -36,7 +36,8 @@ __all__ = [
     "EMBED_CHUNK",
 ]
 
-BUSY_TIMEOUT = 60.0  # seconds a writer waits for another connection's write transaction before "database is locked"
+# seconds a writer waits for another connection's write transaction before "database is locked"
+BUSY_TIMEOUT = 60.0
 # Longest storable term: twice Re-DocRED's longest entity mention (118 characters), and at 4 UTF-8 bytes a
 # character 1 KiB, well inside PostgreSQL's B-tree entry limit (~2.7 KB) on the unique phrase index.
 MAX_TERM_CHARS = 256

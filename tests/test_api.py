@@ -235,7 +235,7 @@ def test_degenerate_call_is_one_error_and_never_reaches_the_user():
     assert strip_retllm_calls("[MEM_WRITE{a>>b>>c] ok") == " ok"
 
 
-# ---------------------------------------------------------------------------------------------- issue 13, item 9
+# ----------------------------------------------------- hostile input: linear work, calls closed at their own end
 class Scanned(str):
     """A text that counts the characters the parsers scan or copy through it (str.find, slices)."""
 
@@ -286,7 +286,7 @@ def test_an_error_ends_where_its_call_does():
 
 
 def test_a_memllm_query_is_closed_only_by_its_own_separator():
-    """Issue 13, item 5: a term `a)` before `>>` escapes as `a\\)-->`; a query decoder must not stop there."""
+    """A term `a)` before `>>` escapes as `a\\)-->`; a query decoder must not stop there."""
     assert memllm_query_closed("x ({MEM_READ(Ann>>born in>>)-->")
     assert memllm_query_closed("({MEM_READ(a>>b>>c)-->")  # closed, though not a valid query: the caller says so
     assert not memllm_query_closed(r"({MEM_READ(a\)-->")

@@ -349,7 +349,7 @@ def _greedy(step, tok, text, n):
     return out
 
 
-# ---------------------------------------------------------------------------------------------- issue 13
+# ------------------------------- hostile input: escaped separators, failing memories, markup in disguise
 def test_a_read_is_cut_at_its_parsed_end_not_at_an_escaped_separator(memory):
     r"""A term holding `}:` is escaped (`a\}:b`); the memory's reply goes after the query's real `}:`."""
     memory.write("Ann Lee", "motto", "a}:b")

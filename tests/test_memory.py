@@ -568,7 +568,7 @@ term = (
 
 
 def nfc(t):
-    """A triple as the memory stores it: every term NFC-normalised (issue 13: one fact whatever the normal form)."""
+    """A triple as the memory stores it: every term NFC-normalised (one fact whatever the normal form)."""
     return Triple(*(unicodedata.normalize("NFC", x) for x in t))
 
 
@@ -667,7 +667,7 @@ PEOPLE = [
 
 @pytest.mark.parametrize("index", ["flat", "hnsw"])
 def test_minilm_another_person_does_not_stand_in(make_memory, kit_minilm, index):
-    """Issue 14: "Pierre Patel" is as near "Parisa Patel" to MiniLM as a typo is; the spelling check refuses her."""
+    """MiniLM puts "Pierre Patel" as near "Parisa Patel" as a typo; the spelling check refuses her."""
     m = make_memory(embedder=kit_minilm, index=index)
     m.write_many(PEOPLE)
     res = m.read_explained(("Pierre Patel", "", ""))

@@ -44,7 +44,8 @@ __all__ = ["PgTripleMemory", "PgStore", "PG_INDEX_KINDS", "local_server", "open_
 
 PG_INDEX_KINDS = ("flat", "hnsw")  # pgvector has no LSH index
 FORMAT = "retllm-triple-memory-1"  # the meta row that marks a schema as a memory
-BULK_PHRASES = 1000  # a batch with this many new phrases of a kind (and a quarter of the table) rebuilds its index
+# a batch with this many new phrases of a kind (and a quarter of the table) rebuilds its index
+BULK_PHRASES = 1000
 _PAGE = 10_000  # triples per page when iterating
 _IDENT = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 
@@ -65,7 +66,8 @@ def local_server(path: str | os.PathLike, cleanup_mode: str | None = "stop") -> 
     `.get_uri()` is the URI to pass to `PgTripleMemory`. `cleanup_mode`: "stop" stops the server when the last
     process using it exits, None leaves it running, "delete" also deletes the directory (throwaway servers).
     """
-    with warnings.catch_warnings():  # platformdirs warns where XDG_RUNTIME_DIR is unset (containers): harmless
+    # platformdirs warns where XDG_RUNTIME_DIR is unset (containers): harmless
+    with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="XDG_RUNTIME_DIR is not set")
         import pgserver
 
@@ -147,7 +149,8 @@ class PgStore(TripleStore):
         ).fetchone()[0]
         c.execute(f'SET search_path TO "{self.schema}", "{ext}"')  # the shared SQL names tables unqualified
         register_vector(c)
-        with c.transaction():  # one opener at a time (creating tables twice at once would collide); writers go on
+        # one opener at a time (creating tables twice at once would collide); writers go on
+        with c.transaction():
             c.execute("SELECT pg_advisory_xact_lock(hashtext(?))", (f"{self._lock_name}:open",))
             tables = {
                 r[0]
@@ -182,7 +185,8 @@ class PgStore(TripleStore):
         if n and not reembed:
             raise self._other_embedder(old_name, old_dim, n)
         c.execute("SELECT pg_advisory_xact_lock(hashtext(?))", (self._lock_name,))  # no writer meanwhile
-        if old_dim is not None and old_dim != dim:  # vector(old_dim) column: retype it (its indexes go with it)
+        # vector(old_dim) column: retype it (its indexes go with it)
+        if old_dim is not None and old_dim != dim:
             c.execute("DROP INDEX IF EXISTS phrases_entity_hnsw, phrases_relation_hnsw")
             c.execute("ALTER TABLE phrases DROP COLUMN vec")
             c.execute(f"ALTER TABLE phrases ADD COLUMN vec vector({self.dim})")
@@ -240,7 +244,8 @@ class PgStore(TripleStore):
         new = [t for t in uniq if t not in ids]
         if new:
             missing = [t for t in new if t not in vecs]
-            if missing:  # not embedded beforehand (stored then? phrases are never deleted): embed now, not fail
+            # not embedded beforehand (stored then? phrases are never deleted): embed now, not fail
+            if missing:
                 vecs = {**vecs, **dict(zip(missing, self._encode(missing)))}
             rebuild = self._bulk_index(kind, len(new))
             with c.cursor() as cur, cur.copy("COPY phrases (kind, text, vec) FROM STDIN (FORMAT BINARY)") as copy:

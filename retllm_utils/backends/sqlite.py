@@ -127,7 +127,8 @@ class SqliteStore(TripleStore):
         self.lsh_nbits = lsh_nbits or 2 * self.dim  # more bits: better candidates, bigger index
         self.path = None if path is None else Path(path)
         self.where = ":memory:" if path is None else str(path)
-        self.index_status: dict[str, str] = {}  # per kind: "loaded" or "rebuilt (why)", for notebooks and tests
+        # per kind: "loaded" or "rebuilt (why)", for notebooks and tests
+        self.index_status: dict[str, str] = {}
         if self.path is not None and not create and _empty_file(self.path):
             raise ValueError(
                 f"{self.path} is an empty file (0 bytes), not a memory; pass create=True to make a new memory there"
@@ -153,7 +154,8 @@ class SqliteStore(TripleStore):
         c.execute("PRAGMA cache_size = -262144")  # 256 MiB: index B-trees of ~1M triples stay in RAM
         c.executescript(_SCHEMA)
         reembedded = self._check_embedder(reembed)
-        self._data_version = c.execute("PRAGMA data_version").fetchone()[0]  # before the snapshot: later commits sync
+        # before the snapshot: later commits sync
+        self._data_version = c.execute("PRAGMA data_version").fetchone()[0]
         self._ids: list[dict[str, int]] = [{}, {}]  # text -> phrase id, per kind (used or not)
         self._added: list | None = None  # inside a transaction: phrases inserted, for faiss after COMMIT
         self._index = [
@@ -168,13 +170,15 @@ class SqliteStore(TripleStore):
             )
             for kind in (ENTITY, RELATION)
         ]
-        c.execute("BEGIN")  # one read snapshot: the phrase map, its last id and the indexes agree while others write
+        # one read snapshot: the phrase map, its last id and the indexes agree while others write
+        c.execute("BEGIN")
         try:
             cur = c.execute("SELECT id, kind, text FROM phrases")
             while rows := cur.fetchmany(_LOAD_ROWS):
                 for pid, kind, text in rows:
                     self._ids[kind][text] = pid
-            self._max_id = max((max(ids.values(), default=0) for ids in self._ids), default=0)  # the largest loaded
+            # the largest loaded
+            self._max_id = max((max(ids.values(), default=0) for ids in self._ids), default=0)
             for index in self._index:
                 self.index_status[index.name] = index.load_or_build(force=reembedded)
         finally:
@@ -216,7 +220,8 @@ class SqliteStore(TripleStore):
         then the fingerprint into the meta table), so the next open loads them instead of rebuilding."""
         if self.path is None:
             return
-        for _ in range(3):  # another process may commit phrases between our sync and the save: sync and try again
+        # another process may commit phrases between our sync and the save: sync and try again
+        for _ in range(3):
             self._sync()
             if all([index.save() for index in self._index]):
                 return
@@ -302,7 +307,8 @@ class SqliteStore(TripleStore):
         for chunk in chunks(new, EMBED_CHUNK):
             try:
                 self._insert_phrases(kind, list(chunk), vecs)
-            except sqlite3.IntegrityError:  # one was stored by another connection and missed by us: re-read, go on
+            # one was stored by another connection and missed by us: re-read, go on
+            except sqlite3.IntegrityError:
                 self._reread(kind, list(chunk))
                 self._insert_phrases(kind, [t for t in chunk if t not in known], vecs)
         return known

@@ -32,7 +32,8 @@ __all__ = [
 ]
 
 KINDS = ("person", "organisation", "relation")
-ROLE = {"person": "subject", "organisation": "object", "relation": "relation"}  # RET-LLM: people >> rel >> companies
+# RET-LLM: people >> rel >> companies
+ROLE = {"person": "subject", "organisation": "object", "relation": "relation"}
 
 # Other words for the five relations (RET-LLM's own statements in `phrasings.FORMS`, plus near forms).
 # fmt: off
@@ -57,10 +58,12 @@ class Pair(NamedTuple):
     """One stress query: `gold` is the stored phrase that should stand in for `query`, None when none may."""
 
     kind: str  # person | organisation | relation
-    case: str  # misspelling, other person, paraphrase, other organisation, relation paraphrase, other relation
+    # misspelling, other person, paraphrase, other organisation, relation paraphrase, other relation
+    case: str
     query: str
     gold: str | None
-    stored: tuple[str, ...]  # the phrases of the query's index (people and companies share one, as in the memory)
+    # the phrases of the query's index (people and companies share one, as in the memory)
+    stored: tuple[str, ...]
 
 
 def name_pool(split: str, seed: int = 0, profile: str = "cpu") -> list[str]:

@@ -218,7 +218,8 @@ def make_dataset(
             train_docs, rel_names, drop=memory_drop, wrong=memory_wrong, seed=seed, embedder=embedder
         )
         views = (DocView.of(train_docs[d]) for d in train_ids)
-        memory.embedder.prime(v.words_text(a, b) for v in views for a, b, _, _ in v.mentions)  # the queries' names
+        # the queries' names
+        memory.embedder.prime(v.words_text(a, b) for v in views for a, b, _, _ in v.mentions)
         train_lookup, results_source = triple_memory_lookup(memory), results_source or "simulated"
     elif train_lookup is None:
         if train_memory != "gold":

@@ -17,9 +17,9 @@ Two rules of ours keep a small model's degenerate calls from costing every tripl
 loops, e.g. "X>>date of death>>2002;X>>date of death>>2002;..." until the token limit):
 - repeats: decoding stops when finished triples of the call repeat earlier ones (`stop_on_repeat`): at the first
   repeat under greedy decoding, at the K-th under late stopping. Stopping at the first repeat would pre-empt late
-  stopping: a small model repeats its last triple right after the first suppressed "})", so decoding ended with one
-  cut point, where greedy decoding stops (in an earlier version of this kit late stopping wrote exactly what greedy
-  decoding wrote). K repeats bound the cost of a loop as K cut points bound late stopping itself, and no repeated
+  stopping: a small model repeats its last triple right after the first suppressed "})", so decoding would end at
+  one cut point, where greedy decoding stops, and late stopping would write exactly what greedy decoding writes.
+  K repeats bound the cost of a loop as K cut points bound late stopping itself, and no repeated
   triple reaches the call: repeated triples are removed from every decoded call (`WriteCall.text`), so a looping
   stretch before the best cut adds nothing.
 - a call still open when decoding ends keeps its complete triples (the text up to its last ";").

@@ -74,7 +74,8 @@ TABLE1_ROWS: dict[str, ReadSetup] = {
     "③ MW[dev] memory": ReadSetup(memory="mw_dev", positions="gold", mix=True),
     "④ ③ + gold positions and queries": ReadSetup(memory="mw_dev", positions="gold", queries="gold"),
     "⑤ gold dev triples": ReadSetup(memory="gold_dev", positions="gold", mix=True),
-    "⑤′ model-chosen positions (argmax)": ReadSetup(memory="gold_dev", positions="model"),  # ours, not the paper's
+    # ours, not the paper's
+    "⑤′ model-chosen positions (argmax)": ReadSetup(memory="gold_dev", positions="model"),
     "⑥ ⑤ + gold positions": ReadSetup(memory="gold_dev", positions="gold"),
     "⑦ ⑥ + gold queries": ReadSetup(memory="gold_dev", positions="gold", queries="gold"),
     "⑧ ⑦ + gold target added": ReadSetup(memory="gold_dev", positions="gold", queries="gold", results="memory+target"),
@@ -91,7 +92,8 @@ class EvalDoc:
     gold_reads: dict[int, int]  # token index of a gold read point -> its index in `queries` / `targets`
     queries: list[list[Triple]]
     targets: list[list[str]]  # per gold read point: every target it answers (all of a merged point's)
-    target_tokens: list[list[int]]  # per original gold target span, in reading order: its tokens (scored ones only)
+    # per original gold target span, in reading order: its tokens (scored ones only)
+    target_tokens: list[list[int]]
     entity_tokens: list[list[int]]  # per entity mention
     doc_idx: int = 0
 
@@ -101,15 +103,17 @@ class DocResult:
     """One document's token NLLs (NaN at token 0, which has no context) and the reads that were made."""
 
     nll: np.ndarray
-    reads: list[dict] = field(default_factory=list)  # {"t", "queries", "results"} per read that put a call in context
+    # {"t", "queries", "results"} per read that put a call in context
+    reads: list[dict] = field(default_factory=list)
     attempts: int = 0  # read points met (model's or gold), including reads that failed
     seconds: float = 0.0
-    p_open: dict[int, float] = field(default_factory=dict)  # `mix` rows: read point -> the weight p of its read
+    # `mix` rows: read point -> the weight p of its read
+    p_open: dict[int, float] = field(default_factory=dict)
 
 
 # MemLLM Table 1 (Mistral-7B, DocRED validation set): {row: (OVERALL, TARGET, ENTITY)}, the mean token NLLs the paper
 # prints under "PPL", transcribed as printed. ① and ② read a memory written from Wikipedia, which this kit does not
-# build: they have no row in `perplexity.TABLE1_ROWS` and are kept for printing beside ours.
+# build: they have no row in `TABLE1_ROWS` above and are kept for printing beside ours.
 # fmt: off
 PAPER_TABLE1: dict[str, tuple[float, float, float] | None] = {
     "#1 base model":                    (1.774, 1.180, 1.420),
@@ -215,7 +219,8 @@ def paired_bootstrap(
     with np.errstate(invalid="ignore", divide="ignore"):
         diff = a[:, 0].sum() / a[:, 1].sum() - b[:, 0].sum() / b[:, 1].sum()
         idx = np.random.default_rng(seed).integers(0, len(docs), size=(n, len(docs)))
-        w = np.stack([np.bincount(i, minlength=len(docs)) for i in idx]).astype(np.float64)  # times each doc drawn
+        # times each doc drawn
+        w = np.stack([np.bincount(i, minlength=len(docs)) for i in idx]).astype(np.float64)
         diffs = (w @ a[:, 0]) / (w @ a[:, 1]) - (w @ b[:, 0]) / (w @ b[:, 1])
     if np.all(np.isnan(diffs)):
         return float(diff), float("nan"), float("nan")
