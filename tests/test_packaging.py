@@ -46,3 +46,13 @@ def test_ci_runs_the_readme_test_command():
     readme, ci = (ROOT / "README.md").read_text(), (ROOT / ".ci/run").read_text()
     assert "make test" in readme and "make reproduce" in readme
     assert re.search(r"^\s*(time\s+)?make test\s*$", ci, re.M), ".ci/run must call the README's test command"
+
+
+def test_the_readme_layout_names_every_module():
+    readme = (ROOT / "README.md").read_text()
+    layout = readme[readme.index("## Layout") :].split("```")[1]
+    listed = set(re.findall(r"^ +(\w+)/?(?: |$)", layout, re.M))
+    modules = {p.stem for p in (ROOT / "retllm_utils").rglob("*.py") if p.stem != "__init__"}
+    modules |= {p.name for p in (ROOT / "retllm_utils").iterdir() if (p / "__init__.py").exists()}
+    assert not modules - listed, f"README's layout does not list {sorted(modules - listed)}"
+    assert not listed - modules - {"retllm_utils"}, f"README's layout lists what is gone: {sorted(listed - modules)}"
