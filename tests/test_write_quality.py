@@ -187,3 +187,24 @@ def test_a_constrained_late_stopping_call_carries_the_constrained_greedy_call(se
     late = G.write_call(HashedNoise(), TOK, "x", late_stopping=3, max_new_tokens=80, constraint=grammar)
     greedy = G.write_call(HashedNoise(), TOK, "x", max_new_tokens=80, constraint=grammar)
     assert late.greedy == greedy
+
+
+def test_stored_write_calls_decode_once_and_again_when_the_settings_change(tmp_path):
+    from retllm_utils.memllm.generation import WriteCall
+    from retllm_utils.memllm.write_quality import stored_write_calls
+
+    path, seen = tmp_path / "calls.json", []
+
+    def decode(rows):
+        seen.extend(r["id"] for r in rows)
+        return [
+            WriteCall(f"({{MEM_WRITE-->{r['id']}>>r>>x}})", "closed", greedy=WriteCall("g", "closed")) for r in rows
+        ]
+
+    rows = {0: [{"id": "a"}, {"id": "b"}], 1: [{"id": "c"}]}
+    first, spent = stored_write_calls(path, {"adapter": "1"}, rows, decode)
+    assert seen == ["a", "b", "c"] and first[0][1].greedy.text == "g"
+    again, spent = stored_write_calls(path, {"adapter": "1"}, {0: rows[0][:1], 1: rows[1]}, decode)
+    assert seen == ["a", "b", "c"] and spent == 0 and again[0] == first[0][:1]  # fewer sentences: a prefix
+    stored_write_calls(path, {"adapter": "2"}, rows, decode)  # another adapter: decoded again
+    assert seen == ["a", "b", "c", "a", "b", "c"]

@@ -143,17 +143,19 @@ def prepare_doc(tokenizer: Any, row: Mapping[str, Any], max_tokens: int | None =
     def tokens(a: int, b: int) -> list[int]:
         return [i for i, (s, e) in enumerate(offsets) if i >= 1 and s < b and e > a]
 
-    gold, queries, targets, target_tokens = {}, [], [], []
+    gold, queries, targets, target_tokens, target_points = {}, [], [], [], []
     for p in points:
         t = start.get(p["char"] - 1 if p["char"] > 0 else 0)
         if t is None or t == 0:
             continue  # a read at the very first token has no context; one cut off by max_tokens is dropped
         gold[t] = len(queries)
+        target_tokens += [tokens(*s) for s in p["spans"]]
+        target_points += [len(queries)] * len(p["spans"])
         queries.append(p["queries"])
         targets.append(p["targets"])
-        target_tokens += [tokens(*s) for s in p["spans"]]
     entity_tokens = [tt for a, b, _ in row["mention_spans"] if (tt := tokens(a, b))]
-    return EvalDoc(ids, offsets, gold, queries, targets, target_tokens, entity_tokens, int(row.get("doc_idx", 0)))
+    doc_idx = int(row.get("doc_idx", 0))
+    return EvalDoc(ids, offsets, gold, queries, targets, target_tokens, entity_tokens, doc_idx, target_points)
 
 
 def memory_lookup(memory: Any, *, exact_first: bool = True, drop_broad: bool = False) -> Lookup:

@@ -34,6 +34,7 @@ __all__ = [
     "aggregate",
     "paired_bootstrap",
     "claim_intervals",
+    "target_gap_by_reply",
 ]
 
 
@@ -96,6 +97,7 @@ class EvalDoc:
     target_tokens: list[list[int]]
     entity_tokens: list[list[int]]  # per entity mention
     doc_idx: int = 0
+    target_points: list[int] = field(default_factory=list)  # per target span: its gold read point (`queries` index)
 
 
 @dataclass
@@ -263,4 +265,34 @@ def claim_intervals(
                     "holds at 95%": verdict,
                 }
             )
+    return out
+
+
+def target_gap_by_reply(
+    docs: Sequence[EvalDoc], results_a: Sequence[DocResult], results_b: Sequence[DocResult]
+) -> dict[str, dict[str, float]]:
+    """TARGET of rows a and b over target spans grouped by a's reply at the span's read: "targets only" (every
+    result is one of the point's targets), "with other entities" (an ambiguous reply), "no read". Each group's
+    share of the a - b gap is its spans' share times its own gap, so the shares add up to the whole gap."""
+    groups: dict[str, list[tuple[float, float]]] = {}
+    for doc, ra, rb in zip(docs, results_a, results_b):
+        reply = {doc.gold_reads[r["t"]]: r["results"] for r in ra.reads if r["t"] in doc.gold_reads}
+        for tt, k in zip(doc.target_tokens, doc.target_points):
+            if not tt:
+                continue
+            res = reply.get(k)
+            g = (
+                "no read"
+                if res is None
+                else "targets only"
+                if set(res) <= set(doc.targets[k])
+                else "with other entities"
+            )
+            groups.setdefault(g, []).append((float(np.mean(ra.nll[tt])), float(np.mean(rb.nll[tt]))))
+    n = sum(map(len, groups.values()))
+    out = {}
+    for g, pairs in sorted(groups.items()):
+        a, b = np.array(pairs).T
+        out[g] = {"spans": len(pairs), "a": a.mean(), "b": b.mean(), "a - b": a.mean() - b.mean()}
+        out[g]["share of the gap"] = len(pairs) / n * out[g]["a - b"]
     return out

@@ -23,9 +23,12 @@ any gold triple of its document; a gold triple counts as found if any generated 
 
 from __future__ import annotations
 
+import json
 import re
+import time
 from collections import Counter
-from typing import Any, Collection, Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, Callable, Collection, Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -40,6 +43,7 @@ __all__ = [
     "call_triples",
     "calls_to_json",
     "calls_from_json",
+    "stored_write_calls",
     "WriteGrammar",
     "PRF",
     "score_exact",
@@ -213,6 +217,33 @@ def calls_from_json(rows: Iterable[Mapping[str, Any]]) -> list[WriteCall]:
         return WriteCall(r["text"], r["end"], r["cuts"], call(r["greedy"]) if r.get("greedy") else None)
 
     return [call(r) for r in rows]
+
+
+def stored_write_calls(
+    path: Path,
+    key: Mapping[str, Any],
+    write_rows: Mapping[int, Sequence[Mapping[str, Any]]],
+    decode: Callable[[Sequence[Mapping[str, Any]]], list[WriteCall]],
+    name: str = "",
+) -> tuple[dict[int, list[WriteCall]], float]:
+    """One decoding's calls per document, reused from `path` where it holds them under the same `key` (the
+    adapter's hash and the decoding settings), else decoded and added: a long pass runs once, then only scoring.
+    Returns the calls and the seconds spent decoding now (0 when all were stored)."""
+    store = json.loads(path.read_text()) if path.is_file() else {}
+    if store.get("key") != dict(key):
+        store = {"key": dict(key), "calls": {}, "seconds": {}}
+    have = store["calls"].setdefault(name, {})
+    out, spent = {}, 0.0
+    for d, rows in write_rows.items():
+        stored = have.get(str(d), [])
+        if len(stored) < len(rows):
+            t0 = time.perf_counter()
+            have[str(d)] = stored = calls_to_json(decode(rows))
+            spent += time.perf_counter() - t0
+            store["seconds"][name] = store["seconds"].get(name, 0.0) + time.perf_counter() - t0
+            path.write_text(json.dumps(store, ensure_ascii=False))
+        out[d] = calls_from_json(stored[: len(rows)])
+    return out, spent
 
 
 def write_document(
