@@ -19,6 +19,7 @@ Core:
 - `training`: span-masked LoRA SFT on TRL's SFTTrainer (notebooks 02, 05).
 - `metrics`: precision/recall with one rule for empty sides, whole-word mentions (notebooks 02, 03, 06).
 - `paths`: where data, figures and runs live; the profile names.
+- `config`: typed per-profile settings: `ProfileConfig` (fields checked by name), `TrainConfig` (LoRA SFT).
 
 `backends/` — where a memory's triples live, each a `triple_store.TripleStore`; the package imports nothing:
 - `sqlite`: `SqliteStore`, triples, phrases and vectors in one SQLite file, faiss indexes beside it (the papers').
@@ -38,10 +39,12 @@ Core:
 - `matching`: that set scored by cosine and character similarity, threshold sweeps, calibration, plots.
 
 `retllm/` — RET-LLM (Modarressi et al., 2023):
-- `synthetic`: the people–company data set (§3.3, Tables 1–2; notebook 01).
-- `phrasings`: how that data set states each relation and asks each query type (the tables `synthetic` draws from).
+- `synthetic`: the people–company data set from a `RetLLMConfig`, saved and loaded (§3.3, Tables 1–2; notebook 01).
+- `generator`: how `synthetic` draws each example: name pools, query-type slots, scenes, statements, questions.
+- `answers`: the memory's exact reply and the answer sentences that state it (`stated_facts` reads them back).
+- `phrasings`: how that data set states each relation and asks each query type (the tables `generator` draws from).
 - `evaluation`: held-out API exact match, answer accuracy, zero-shot baseline (§4, Figures 3–5; notebooks 02–03).
-- `profiles`: smoke / cpu / gpu sizes for notebooks 01–03.
+- `config`: `RetLLMConfig`, the smoke / cpu / gpu settings of notebooks 01–03 (`profiles`: them as dicts, for now).
 
 `memllm/` — MemLLM (Modarressi et al., 2024):
 - `docred`: Re-DocRED documents, gold triples, gold-memory lookups (§4; notebook 04).
@@ -53,7 +56,7 @@ Core:
 - `perplexity`: Table 1 — OVERALL / TARGET / ENTITY NLL with memory reads, reference and fast evaluators (notebook 07).
 - `table1`: Table 1's rows, the paper's numbers, aggregation and paired bootstrap intervals.
 - `write_quality`: Table 4 — memory-write precision / recall, exact and embedding-matched (App. F; notebook 06).
-- `profiles`: smoke / cpu / gpu sizes for notebooks 04–07.
+- `config`: `MemLLMConfig`, the smoke / cpu / gpu settings of notebooks 04–07 (`profiles`: them as dicts, for now).
 """
 
 __version__ = "0.1.0"

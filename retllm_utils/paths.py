@@ -1,4 +1,7 @@
-"""Where the kit keeps things, and the profile names, so notebooks, tests and benchmarks agree."""
+"""Where the kit keeps things, and the profile names, so notebooks, tests and benchmarks agree.
+
+What each profile sets: `retllm.config.RetLLMConfig` and `memllm.config.MemLLMConfig` (base: `config.ProfileConfig`).
+"""
 
 from __future__ import annotations
 
@@ -17,7 +20,6 @@ __all__ = [
     "RUNS",
     "PROFILES",
     "check_profile",
-    "profile_settings",
     "figure_path",
     "results_path",
     "run_dir",
@@ -40,11 +42,6 @@ def check_profile(profile: str) -> str:
     if profile not in PROFILES:
         raise ValueError(f"profile must be one of {', '.join(PROFILES)}; got {profile!r}")
     return profile
-
-
-def profile_settings(table: dict[str, dict], profile: str, **given: object) -> dict:
-    """`table[profile]` with every `given` value that is not None put over it (a notebook's None = profile default)."""
-    return {**table[check_profile(profile)], **{k: v for k, v in given.items() if v is not None}}
 
 
 def figure_path(name: str, profile: str = "cpu") -> Path:

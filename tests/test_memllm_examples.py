@@ -2,12 +2,14 @@
 the dev set as the official eval builder, realistic replies, seeds, and the committed cpu data set rebuilt byte for
 byte."""
 
+import json
 import re
 from collections import Counter
 
 import pytest
 
 from retllm_utils.api import Triple, format_memllm_read_reply, parse_memllm
+from retllm_utils.memllm.config import DATA_FIELDS, MemLLMConfig
 from retllm_utils.memllm.dataset import make_dataset, render
 from retllm_utils.memllm.docred import DocView, GoldMemory, gold_triples, load_docred
 from retllm_utils.memllm.examples import build_write_rows, write_examples
@@ -18,6 +20,15 @@ from retllm_utils.paths import DATA
 
 EOS = "<|im_end|>"
 DOCS = (0, 1, 2)  # three real documents of Re-DocRED's test split
+
+
+def _build(docs, dev, rel_names, *, embedder=None, n_train_write="n_train", max_pretext_chars=None, **settings):
+    """`make_dataset` with the cpu profile's rules and `settings`; the write rows from the read rows' documents unless
+    `n_train_write` says otherwise, whole pretexts unless `max_pretext_chars` says otherwise (None is a value here)."""
+    config = MemLLMConfig.for_profile("cpu", **settings)
+    n_write = config.n_train if n_train_write == "n_train" else n_train_write
+    config = config.replace(n_train_write=n_write, max_pretext_chars=max_pretext_chars)
+    return make_dataset(docs, dev, rel_names, config, embedder=embedder)
 
 
 def _first_sentence(doc, e):
@@ -252,7 +263,7 @@ def test_dev_set_as_the_official_eval_builder(corpus):
     queries miss their target in an exact gold lookup (the old dev set was filtered until every one hit)."""
     docs, rn = corpus
     dev = load_docred(DATA / "redocred" / "dev_revised.json")
-    dd, counts = make_dataset(docs[:3], dev, rn, n_train=1, n_dev=10, train_memory="gold", max_pretext_chars=600)
+    dd, counts = _build(docs[:3], dev, rn, n_train=1, n_dev=10, train_memory="gold", max_pretext_chars=600)
     c = counts["read_dev"]
     assert c.get("dropped_query_q_thr", 0) == 0 and c["merged_same_queries"] > 0 and c["queries_surface_differs"] > 0
     gold = GoldMemory.from_docs(dev, rn)
@@ -330,17 +341,18 @@ def test_first_mention_filter(corpus):
 def test_seeds_reproduce_and_documents_are_independent(corpus):
     docs, rn = corpus
     kw = dict(n_dev=2, max_pretext_chars=300, embedder=NgramEmbedder())
-    a, ca = make_dataset(docs, docs[:3], rn, n_train=12, seed=0, **kw)
-    b, cb = make_dataset(docs, docs[:3], rn, n_train=12, seed=0, **kw)
-    c, _ = make_dataset(docs, docs[:3], rn, n_train=12, seed=1, **kw)
-    small, _ = make_dataset(docs, docs[:3], rn, n_train=5, seed=0, **kw)
+    a, ca = _build(docs, docs[:3], rn, n_train=12, seed=0, **kw)
+    b, cb = _build(docs, docs[:3], rn, n_train=12, seed=0, **kw)
+    c, _ = _build(docs, docs[:3], rn, n_train=12, seed=1, **kw)
+    small, _ = _build(docs, docs[:3], rn, n_train=5, seed=0, **kw)
     assert set(a) == {"write_train", "read_train", "write_dev", "read_dev", "docs_dev"}
     for split in a:
         assert a[split].to_list() == b[split].to_list()
     assert ca == cb
     assert a["read_train"]["shift"] != c["read_train"]["shift"] or a["write_train"]["id"] != c["write_train"]["id"]
     assert all(s == 0 for s in a["read_dev"]["shift"])  # dev keeps gold read points
-    for split in ("write_train", "read_train"):  # a document's rows do not depend on the other documents built
+    # a document's rows do not depend on the other documents built
+    for split in ("write_train", "read_train"):
         assert small[split].to_list() == [r for r in a[split].to_list() if r["doc_idx"] < 5]
     for row in a["write_train"]:
         assert len(row["text"][: row["text"].index("({USER_ST})")]) <= 300
@@ -349,23 +361,23 @@ def test_seeds_reproduce_and_documents_are_independent(corpus):
 def test_write_adapter_can_see_more_documents_than_the_read_adapter(corpus):
     docs, rn = corpus
     kw = dict(n_dev=2, max_pretext_chars=300, embedder=NgramEmbedder(), seed=0)
-    same, _ = make_dataset(docs, docs[:3], rn, n_train=5, **kw)
-    more, _ = make_dataset(docs, docs[:3], rn, n_train=5, n_train_write=12, **kw)
-    wide, _ = make_dataset(docs, docs[:3], rn, n_train=12, **kw)
+    same, _ = _build(docs, docs[:3], rn, n_train=5, **kw)
+    more, _ = _build(docs, docs[:3], rn, n_train=5, n_train_write=12, **kw)
+    wide, _ = _build(docs, docs[:3], rn, n_train=12, **kw)
     assert max(same["write_train"]["doc_idx"]) < 5 and max(more["write_train"]["doc_idx"]) >= 5
     assert more["write_train"].to_list() == wide["write_train"].to_list()  # the write rows of 12 documents
     for split in ("read_train", "write_dev", "read_dev", "docs_dev"):  # everything else as with n_train alone
         assert more[split].to_list() == same[split].to_list()
-    everything, _ = make_dataset(docs, docs[:3], rn, n_train=5, n_train_write=None, **kw)
+    everything, _ = _build(docs, docs[:3], rn, n_train=5, n_train_write=None, **kw)
     assert len(set(everything["write_train"]["doc_idx"])) >= len(set(more["write_train"]["doc_idx"]))
     for bad in (0, -1, "all", 2.5):
         with pytest.raises(ValueError, match="n_train_write"):
-            make_dataset(docs, docs[:3], rn, n_train=5, n_train_write=bad, **kw)
+            _build(docs, docs[:3], rn, n_train=5, n_train_write=bad, **kw)
 
 
 def test_docs_dev_rows_point_at_gold_reads(corpus):
     docs, rn = corpus
-    dd, _ = make_dataset(docs[:3], docs, rn, n_train=1, n_dev=3, seed=0, train_memory="gold")
+    dd, _ = _build(docs[:3], docs, rn, n_train=1, n_dev=3, seed=0, train_memory="gold")
     for doc_row in dd["docs_dev"]:
         reads = [r for r in dd["read_dev"] if r["doc_idx"] == doc_row["doc_idx"]]
         text = doc_row["text"]
@@ -384,7 +396,7 @@ def test_tokenized_labels_cover_the_spans(corpus, smol):
 
     _, tok = smol
     docs, rn = corpus
-    dd, _ = make_dataset(docs, docs[:1], rn, n_train=1, n_dev=1, seed=0, max_pretext_chars=600, train_memory="gold")
+    dd, _ = _build(docs, docs[:1], rn, n_train=1, n_dev=1, seed=0, max_pretext_chars=600, train_memory="gold")
     w = next(r for r in dd["write_train"] if r["triples"])
     text, spans = render(tok, w)
     enc = tokenize_with_spans(tok, text, spans, 2048)
@@ -431,7 +443,8 @@ def test_read_rows_current_detects_the_old_format(corpus):
         dict(r, text=r["text"][: r["spans"][1][0]] + r["text"][r["spans"][1][0] + 1 :]) for r in rows if r["read_word"]
     ]
     assert not read_rows_current(old)
-    assert not read_rows_current([{k: v for k, v in r.items() if k != "copy"} for r in rows])  # before App. C copies
+    # rows from before App. C's copies
+    assert not read_rows_current([{k: v for k, v in r.items() if k != "copy"} for r in rows])
 
 
 def test_cpu_data_set_rebuilds_byte_identical(tmp_path, monkeypatch):
@@ -449,3 +462,25 @@ def test_cpu_data_set_rebuilds_byte_identical(tmp_path, monkeypatch):
     assert files == [f"{split}.jsonl" for split in sorted(dd)]
     for name in files:
         assert (tmp_path / "rebuilt" / name).read_bytes() == (committed / name).read_bytes(), name
+
+
+def test_cpu_config_is_the_committed_data_sets_build():
+    # load_or_build and notebook 04 build from the config: its cpu data fields are what the committed set was built with
+    build = json.loads((DATA / "memllm_docred" / "build.json").read_text(encoding="utf-8"))
+    assert {k: build[k] for k in DATA_FIELDS} == MemLLMConfig.for_profile("cpu").as_dict(DATA_FIELDS)
+
+
+def test_config_names_a_bad_value():
+    bad = {"q_thr": 0, "empty_evidence": "llm", "train_memory": "mine", "memory_drop": 1.0, "n_train": 0}
+    for name, value in bad.items():
+        with pytest.raises(ValueError, match=f"^{name} must "):
+            MemLLMConfig.for_profile("cpu", **{name: value})
+    with pytest.raises(ValueError, match="profile must be one of smoke, cpu, gpu"):
+        MemLLMConfig.for_profile("paper")
+
+
+def test_gpu_profile_keeps_batch_16_in_micro_batches_with_checkpointing():
+    gpu = MemLLMConfig.for_profile("gpu")
+    assert gpu.batch_size == 16 and gpu.gradient_checkpointing and gpu.batch_split() == (4, 4)
+    assert gpu.batch_split(processes=4) == (4, 1)  # 4 devices: no accumulation left
+    assert MemLLMConfig.for_profile("cpu").batch_split() == (8, 1)

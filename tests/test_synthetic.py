@@ -1,6 +1,7 @@
 """The synthetic RET-LLM data set: reproducible bytes, disjoint people, replies and answers that follow the scene."""
 
 import dataclasses
+import json
 import re
 import string
 from collections import Counter
@@ -20,7 +21,8 @@ from retllm_utils.api import (
 )
 from retllm_utils.paths import DATA
 from retllm_utils.prompts import retllm_example_text
-from retllm_utils.retllm import synthetic
+from retllm_utils.retllm import generator, synthetic
+from retllm_utils.retllm.config import RetLLMConfig
 from retllm_utils.retllm.phrasings import (
     FORMS,
     JOIN_THREE,
@@ -30,7 +32,6 @@ from retllm_utils.retllm.phrasings import (
     PARAPHRASE_TYPOS,
     QUESTIONS,
 )
-from retllm_utils.retllm.profiles import PROFILES
 from retllm_utils.retllm.synthetic import (
     NO_ANSWER,
     PHRASINGS,
@@ -58,10 +59,17 @@ SHAPES = {
 }
 
 
+def _make(seed, n_train, n_val, n_test, n_paraphrase=120, *, first_names=None, last_names=None, **settings):
+    """The data set of these sizes (and any other RetLLMConfig settings); the cpu profile's otherwise."""
+    sizes = dict(n_train=n_train, n_val=n_val, n_test=n_test, n_paraphrase=n_paraphrase)
+    config = RetLLMConfig.for_profile("cpu", seed=seed, **sizes, **settings)
+    return make_dataset(config, first_names=first_names, last_names=last_names)
+
+
 @pytest.fixture(scope="module")
 def dd():
     """Big enough that every query type has misses and multi-person statements (~1 s)."""
-    return make_dataset(seed=3, n_train=300, n_val=60, n_test=240)
+    return _make(3, n_train=300, n_val=60, n_test=240)
 
 
 def _rows(dd):
@@ -78,9 +86,9 @@ def _people(rows):
 
 
 def test_same_seed_gives_byte_identical_files(tmp_path):
-    a = save_dataset(make_dataset(7, 40, 10, 20, 12), tmp_path / "a", {"seed": 7})
-    b = save_dataset(make_dataset(7, 40, 10, 20, 12), tmp_path / "b", {"seed": 7})
-    c = save_dataset(make_dataset(8, 40, 10, 20, 12), tmp_path / "c", {"seed": 8})
+    a = save_dataset(_make(7, 40, 10, 20, 12), tmp_path / "a", {"seed": 7})
+    b = save_dataset(_make(7, 40, 10, 20, 12), tmp_path / "b", {"seed": 7})
+    c = save_dataset(_make(8, 40, 10, 20, 12), tmp_path / "c", {"seed": 8})
     assert SPLITS == ("train", "validation", "test", "paraphrase")
     for split in SPLITS:
         assert (a / f"{split}.jsonl").read_bytes() == (b / f"{split}.jsonl").read_bytes()
@@ -99,16 +107,16 @@ def test_same_seed_gives_byte_identical_files(tmp_path):
     assert all((a / f).read_bytes() == (b / f).read_bytes() for f in files)  # the arrow files too
     from datasets import load_from_disk
 
-    again = make_dataset(7, 40, 10, 20, 12)
+    again = _make(7, 40, 10, 20, 12)
     for split in SPLITS:
         assert load_from_disk(str(a))[split].to_list() == again[split].to_list()
 
 
 def test_held_out_splits_do_not_depend_on_train_size():
-    a, b = make_dataset(1, 40, 10, 20, 12), make_dataset(1, 90, 10, 20, 12)
+    a, b = _make(1, 40, 10, 20, 12), _make(1, 90, 10, 20, 12)
     for split in ("validation", "test", "paraphrase"):
         assert a[split].to_list() == b[split].to_list()
-    c = make_dataset(1, 40, 10, 20, 30)  # nor validation and test on the paraphrase split's size
+    c = _make(1, 40, 10, 20, 30)  # nor validation and test on the paraphrase split's size
     assert a["test"].to_list() == c["test"].to_list() and a["validation"].to_list() == c["validation"].to_list()
 
 
@@ -145,8 +153,8 @@ def test_every_query_shape_and_relation_is_present(dd):
 
 
 def test_cpu_profile_covers_each_query_type_40_times():
-    sizes = PROFILES["cpu"]
-    counts = Counter(synthetic._slots(__import__("random").Random(0), sizes["n_test"], 0.25, 0.1))
+    cpu = RetLLMConfig.for_profile("cpu")
+    counts = Counter(generator.slots(__import__("random").Random(0), cpu.n_test, cpu.write_frac, cpu.no_match_frac))
     per_type = Counter(q for (q, _, _), n in counts.items() for _ in range(n))
     assert min(per_type[t] for t in QUERY_TYPES) >= 40
 
@@ -312,9 +320,9 @@ def test_bad_name_lists_are_refused(tmp_path):
     with pytest.raises(ValueError, match="API delimiter"):
         load_names(tmp_path / "bad.txt")
     with pytest.raises(ValueError, match="distinct people"):
-        make_dataset(0, 100, 10, 10, first_names=["Ann", "Bob"], last_names=["Lee", "Wu"])
+        _make(0, 100, 10, 10, first_names=["Ann", "Bob"], last_names=["Lee", "Wu"])
     with pytest.raises(ValueError, match="write_frac"):
-        make_dataset(0, 10, 10, 10, write_frac=1.5)
+        _make(0, 10, 10, 10, write_frac=1.5)
 
 
 def test_load_synthetic_builds_once_then_loads(tmp_path, monkeypatch):
@@ -332,8 +340,8 @@ def test_load_synthetic_builds_once_then_loads(tmp_path, monkeypatch):
 @pytest.fixture(scope="module")
 def cpu_para():
     """The cpu profile's paraphrase split (its people depend on the sizes of test and validation, not of train)."""
-    p = PROFILES["cpu"]
-    return make_dataset(0, 0, p["n_val"], p["n_test"], p["n_paraphrase"])["paraphrase"]
+    p = RetLLMConfig.for_profile("cpu")
+    return _make(0, 0, p.n_val, p.n_test, p.n_paraphrase)["paraphrase"]
 
 
 def _norm(text: str) -> str:
@@ -409,21 +417,21 @@ def test_every_typo_template_has_a_misspelt_word():
 
 
 def test_paraphrase_split_has_the_profiles_size():
-    assert all(PROFILES[p]["n_paraphrase"] == n for p, n in {"smoke": 8, "cpu": 120, "gpu": 600}.items())
-    smoke = PROFILES["smoke"]
-    meta = dataset_meta(0, **{k: smoke[k] for k in ("n_train", "n_val", "n_test", "n_paraphrase")})
+    profiles = RetLLMConfig.PROFILES
+    assert {p: c.n_paraphrase for p, c in profiles.items()} == {"smoke": 8, "cpu": 120, "gpu": 600}
+    meta = dataset_meta(profiles["smoke"])
     assert meta["n_paraphrase"] == 8
-    dd = make_dataset(**meta)
+    dd = make_dataset(profiles["smoke"])
     assert {s: dd[s].num_rows for s in dd} == {"train": 40, "validation": 10, "test": 20, "paraphrase": 8}
-    gpu = PROFILES["gpu"]  # the shipped name lists hold the gpu profile's people, paraphrase pool included
+    gpu = profiles["gpu"]  # the shipped name lists hold the gpu profile's people, paraphrase pool included
     first, last = load_names(DATA / "first_names.txt"), load_names(DATA / "last_names.txt")
-    sizes = {"train": gpu["n_train"], "validation": gpu["n_val"], "test": gpu["n_test"], "paraphrase": 600}
-    pools = synthetic._name_pools(0, first, last, sizes, (3, 8))
+    sizes = {"train": gpu.n_train, "validation": gpu.n_val, "test": gpu.n_test, "paraphrase": 600}
+    pools = generator.name_pools(0, first, last, sizes, gpu.scene_size)
     assert len(pools["paraphrase"]) == 600 * 9 and not set(pools["paraphrase"]) & set(pools["train"])
 
 
 def test_cpu_paraphrase_split_is_balanced_like_the_others(cpu_para):
-    assert cpu_para.num_rows == PROFILES["cpu"]["n_paraphrase"]
+    assert cpu_para.num_rows == RetLLMConfig.for_profile("cpu").n_paraphrase
     kinds = Counter(cpu_para["query_type"])
     assert kinds["write"] == 30 and all(kinds[t] == 15 for t in QUERY_TYPES), kinds
     assert {r["relation"] for r in cpu_para if r["kind"] == "write"} == set(RELATIONS)
@@ -484,7 +492,8 @@ def test_multi_fact_statements_mix_relations_and_organisations(cpu_para):
         assert 2 <= len(pairs) <= 3
         assert len(r["triples"]) == len({t[0] for t in r["triples"]})
     assert any(len({t[1] for t in r["triples"]}) > 1 for r in multi)  # different relations in one statement
-    assert any(len({t[2] for t in r["triples"]}) > 1 for r in multi)  # different organisations in one statement
+    # different organisations in one statement
+    assert any(len({t[2] for t in r["triples"]}) > 1 for r in multi)
     assert any(len({(t[1], t[2]) for t in r["triples"]}) == 3 for r in multi)  # three clauses
     others = [r for r in cpu_para if r["kind"] == "write" and r["phrasing"] != "multi_fact"]
     assert all(len({(t[1], t[2]) for t in r["triples"]}) == 1 for r in others)
@@ -521,7 +530,38 @@ def test_typo_questions_keep_the_names_whole(cpu_para):
 
 
 def test_paraphrase_split_is_deterministic_for_a_seed():
-    a = make_dataset(5, 10, 10, 20, 30)["paraphrase"].to_list()
-    assert a == make_dataset(5, 10, 10, 20, 30)["paraphrase"].to_list()
-    assert a != make_dataset(6, 10, 10, 20, 30)["paraphrase"].to_list()
+    a = _make(5, 10, 10, 20, 30)["paraphrase"].to_list()
+    assert a == _make(5, 10, 10, 20, 30)["paraphrase"].to_list()
+    assert a != _make(6, 10, 10, 20, 30)["paraphrase"].to_list()
     assert [r["id"] for r in a] == [f"paraphrase-{i:05d}" for i in range(30)]
+
+
+# ------------------------------------------------------------------------------------------ the config
+def test_cpu_config_is_the_committed_data_sets_build():
+    # load_synthetic("cpu") reuses data/retllm_synthetic only if its build.json is the cpu config's
+    committed = json.loads((DATA / "retllm_synthetic" / "build.json").read_text(encoding="utf-8"))
+    assert dataset_meta(RetLLMConfig.for_profile("cpu")) == committed
+
+
+def test_config_names_a_bad_value_and_an_unknown_profile_or_setting():
+    with pytest.raises(ValueError, match="profile must be one of smoke, cpu, gpu; got 'laptop'"):
+        RetLLMConfig.for_profile("laptop")
+    bad = {"lr": 0, "batch_size": 2.5, "scene_size": (5, 2), "no_match_frac": 1.2, "eval_n": -1, "micro_batch": 3}
+    for name, value in bad.items():
+        with pytest.raises(ValueError, match=f"^{name} must "):
+            RetLLMConfig.for_profile("cpu", **{name: value})
+    with pytest.raises(TypeError, match="no setting 'epoch'"):
+        RetLLMConfig.for_profile("cpu", epoch=2)
+
+
+def test_a_given_value_wins_and_none_keeps_the_profiles():
+    cpu = RetLLMConfig.for_profile("cpu")
+    mine = RetLLMConfig.for_profile("cpu", lr=None, epochs=3, scene_size=[2, 4])
+    assert (mine.lr, mine.epochs, mine.scene_size, mine.n_train) == (cpu.lr, 3, (2, 4), 1500)
+    assert dataset_meta(mine)["scene_size"] == [2, 4]  # JSON-ready
+
+
+def test_gpu_profile_keeps_batch_32_in_micro_batches_with_checkpointing():
+    gpu = RetLLMConfig.for_profile("gpu")
+    assert gpu.batch_size == 32 and gpu.gradient_checkpointing and gpu.batch_split() == (4, 8)
+    assert RetLLMConfig.for_profile("cpu").batch_split() == (8, 1)  # cpu: one pass per step, as committed

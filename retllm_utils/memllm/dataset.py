@@ -15,10 +15,10 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from ..paths import DATA, ROOT, check_profile, run_dir
+from .config import MemLLMConfig
 from .docred import DocView, GoldMemory, Lookup, load_docred, relation_names, simulated_memory, triple_memory_lookup
-from .examples import MAX_TRIPLES, Q_THR, build_write_rows
-from .profiles import PROFILES
-from .reads import MAX_QUERIES, MAX_RESULTS, build_read_rows, eval_doc_row
+from .examples import build_write_rows
+from .reads import MAX_RESULTS, build_read_rows, eval_doc_row
 
 __all__ = ["render", "features", "make_dataset", "dataset_dir", "read_rows_current", "load_or_build"]
 
@@ -49,8 +49,9 @@ def read_rows_current(ds: Any) -> bool:
     return True
 
 
-def load_or_build(profile: str, seed: int = 0, **make_kw: Any) -> tuple[Any, str]:
-    """The profile's DatasetDict as notebook 04 saved it, or built here with 04's defaults if it is missing or stale.
+def load_or_build(profile: str, seed: int = 0) -> tuple[Any, str]:
+    """The profile's DatasetDict as notebook 04 saved it, or built here from the profile's config if it is missing or
+    stale.
 
     Returns (DatasetDict, a line saying which), so notebooks 05 and 06 run even when 04 has not run on this profile.
     """
@@ -65,20 +66,11 @@ def load_or_build(profile: str, seed: int = 0, **make_kw: Any) -> tuple[Any, str
     else:
         why = f"no saved data set at {_rel(d)}"
     red = DATA / "redocred"
-    sizes = PROFILES[profile]
-    kw = {
-        "n_train": sizes["n_train"],
-        "n_train_write": sizes["n_train_write"],
-        "n_dev": sizes["n_dev"],
-        "max_pretext_chars": sizes["max_pretext_chars"],
-        "seed": seed,
-        **make_kw,
-    }
     dd, _ = make_dataset(
         load_docred(red / "test_revised.json"),
         load_docred(red / "dev_revised.json"),
         relation_names(red / "rel_info.json"),
-        **kw,
+        MemLLMConfig.for_profile(profile, seed=seed),
     )
     return dd, f"built here with notebook 04's defaults ({why}; run notebook 04 to save it)"
 
@@ -165,90 +157,62 @@ def make_dataset(
     train_docs: Sequence[Mapping[str, Any]],
     dev_docs: Sequence[Mapping[str, Any]],
     rel_names: Mapping[str, str],
+    config: MemLLMConfig,
     *,
-    n_train: int | None,
-    n_dev: int | None,
-    n_train_write: int | None | str = "n_train",
-    seed: int = 0,
-    drop_empty: float = 0.85,
-    early_shift: float = 1.0,
-    max_pretext_chars: int | None = None,
-    empty_evidence: str = "co_sentence",
-    max_triples: int | None = MAX_TRIPLES,
-    q_thr: int = Q_THR,
-    max_queries: int = MAX_QUERIES,
-    first_mention_filter: bool = True,
-    query_names: str = "surface",
-    pretext_loss_first: bool = True,
-    fill_empty_with_target: bool = False,
-    train_memory: str = "simulated",
-    memory_drop: float = 0.3,
-    memory_wrong: float = 0.1,
     embedder: Any = None,
     train_lookup: Lookup | None = None,
     results_source: str | None = None,
 ) -> tuple[Any, dict[str, dict]]:
-    """DatasetDict write_train, read_train, write_dev, read_dev, docs_dev from the first n documents of each file,
-    and the counts per split (plus "memory": what the simulated memory kept, dropped and added).
+    """DatasetDict write_train, read_train, write_dev, read_dev, docs_dev from the first documents of each file, as
+    `config` says (a `MemLLMConfig`: documents, the paper's rules, the simulated memory, seed), and the counts per
+    split (plus "memory": what the simulated memory kept, dropped and added).
 
-    `n_train_write` lets the write adapter see more training documents than the read adapter (its examples are
-    shorter, so the same CPU minutes cover more of them): "n_train" (default) the same documents, None all of them.
+    The write rows come from the first `n_train_write` training documents, the read rows from the first `n_train`
+    (write examples are shorter, so the same CPU minutes cover more documents); None: every document of the file.
 
     Training reads take results from `train_lookup` when given (a `triple_memory_lookup` over the write model's memory:
-    `results_source="memory"`); else `train_memory="simulated"` (default) builds `docred.simulated_memory` over every
-    document of the training file (MemLLM's fuzzy lookup; `memory_drop` of the gold triples left out, `memory_wrong`
-    wrong ones added; `embedder` None: the bundled MiniLM), or "gold" an exact `GoldMemory` (every reply holds the
-    target). Dev reads are the evaluation's reference, built as the official eval builder: gold read points (no shift),
-    gold triples of the dev file, no Q_thr at build time, results cut to 30, same-query points merged, and no query
-    dropped for the pretext budget (the evaluation reads whole documents).
+    `results_source="memory"`); else `train_memory="simulated"` builds `docred.simulated_memory` over every document
+    of the training file (MemLLM's fuzzy lookup; `memory_drop` of the gold triples left out, `memory_wrong` wrong
+    ones added; `embedder` None: the bundled MiniLM), or "gold" an exact `GoldMemory` (every reply holds the target).
+    Dev reads are the evaluation's reference, built as the official eval builder: gold read points (no shift), gold
+    triples of the dev file, no Q_thr at build time, results cut to 30, same-query points merged, and no query dropped
+    for the pretext budget (the evaluation reads whole documents).
     """
     from datasets import DatasetDict
 
-    def first(n: int | None) -> range:
-        return range(len(train_docs) if n is None else min(n, len(train_docs)))
+    def first(docs: Sequence[Any], n: int | None) -> range:
+        return range(len(docs) if n is None else min(n, len(docs)))
 
-    if not (n_train_write in ("n_train", None) or isinstance(n_train_write, int) and n_train_write > 0):
-        raise ValueError(f"n_train_write must be a positive int, None or 'n_train'; got {n_train_write!r}")
-    train_ids = first(n_train)
-    write_ids = train_ids if n_train_write == "n_train" else first(n_train_write)
-    dev_ids = range(len(dev_docs) if n_dev is None else min(n_dev, len(dev_docs)))
+    c = config
+    train_ids, write_ids, dev_ids = (
+        first(train_docs, c.n_train),
+        first(train_docs, c.n_train_write),
+        first(dev_docs, c.n_dev),
+    )
     counts, splits = {}, {}
-    if train_lookup is None and train_memory == "simulated":
+    if train_lookup is None and c.train_memory == "simulated":
         memory, counts["memory"] = simulated_memory(
-            train_docs, rel_names, drop=memory_drop, wrong=memory_wrong, seed=seed, embedder=embedder
+            train_docs, rel_names, drop=c.memory_drop, wrong=c.memory_wrong, seed=c.seed, embedder=embedder
         )
         views = (DocView.of(train_docs[d]) for d in train_ids)
         # the queries' names
         memory.embedder.prime(v.words_text(a, b) for v in views for a, b, _, _ in v.mentions)
         train_lookup, results_source = triple_memory_lookup(memory), results_source or "simulated"
-    elif train_lookup is None:
-        if train_memory != "gold":
-            raise ValueError(f"train_memory must be 'simulated' or 'gold', got {train_memory!r}")
+    elif train_lookup is None:  # train_memory "gold" (the config allows no other)
         train_lookup = GoldMemory.from_docs(train_docs, rel_names)
     results_source = results_source or "gold"
-    wkw = dict(
-        seed=seed,
-        drop_empty=drop_empty,
-        max_pretext_chars=max_pretext_chars,
-        empty_evidence=empty_evidence,
-        max_triples=max_triples,
+    wkw = c.as_dict(("seed", "drop_empty", "max_pretext_chars", "empty_evidence", "max_triples"))
+    rkw = c.as_dict(
+        ("seed", "max_pretext_chars", "max_queries", "first_mention_filter", "query_names", "pretext_loss_first")
     )
-    rkw = dict(
-        seed=seed,
-        max_pretext_chars=max_pretext_chars,
-        max_queries=max_queries,
-        first_mention_filter=first_mention_filter,
-        query_names=query_names,
-        pretext_loss_first=pretext_loss_first,
-        fill_empty_with_target=fill_empty_with_target,
-    )
+    rkw["fill_empty_with_target"] = c.fill_empty_with_target
     jobs = (
         (
             "train",
             train_docs,
             (write_ids, train_ids),
             train_lookup,
-            dict(early_shift=early_shift, q_thr=q_thr),
+            dict(early_shift=c.early_shift, q_thr=c.q_thr),
             results_source,
         ),
         (

@@ -1,10 +1,10 @@
 """How RET-LLM's synthetic data says things (§3.3, Table 1): relation phrases, statements and questions per type.
 
 The five relations of the people–company data set, each with the sentences a user writes to state it and the
-questions of RET-LLM Table 1's query types; `synthetic` draws from these tables (notebook 01). Kept as tables, one
+questions of RET-LLM Table 1's query types; `generator` draws from these tables (notebook 01). Kept as tables, one
 relation per block, so a reader can check the phrasings against the paper at a glance.
 
-The PARAPHRASE_* tables are the held-out paraphrase split's (issue 14): new verbs, the passive voice, questions in
+The PARAPHRASE_* tables are the held-out paraphrase split's: new verbs, the passive voice, questions in
 new words and with typos, and joins for several facts in one statement, none of them a training template, to test
 whether a model trained on the tables above generalises beyond them.
 """
@@ -125,7 +125,7 @@ QUESTIONS = {  # query types whose phrasing does not depend on the relation
 # fmt: off
 @dataclass(frozen=True)
 class Paraphrases:
-    """How one relation is said in the held-out paraphrase split (issue 14): none of these is a FORMS template."""
+    """How one relation is said in the held-out paraphrase split: none of these is a FORMS template."""
 
     write_sg: tuple[str, ...]  # new verbs and phrasings, active voice: "{P} has a job at {O}."
     write_pl: tuple[str, ...]

@@ -1,0 +1,94 @@
+"""RET-LLM's settings per profile, the one definition notebooks 01–03 and tools/train_accelerate.py read.
+
+`RetLLMConfig.for_profile(profile, **given)`: the data set's sizes and shape (notebook 01), the LoRA training
+hyper-parameters (notebook 02) and the evaluation sizes (notebook 03); a notebook's parameters cell puts its values
+over the profile's (None: the profile's). smoke: CI, seconds; cpu: 2 cores, the committed outputs; gpu: paper size.
+
+cpu: one epoch of the 1,500 training examples is 146,545 SmolLM2 tokens (notebook 01), 188 optimizer steps of 8
+examples that took 15.9 min at 154 tokens/s on 2 cores (notebook 02; the whole-sequence adapter 15.0 min); the longest
+example is 269 tokens, so `max_length` 384 cuts nothing. n_test 336 with a quarter statements is 252 reads, 42 of each
+query type (RET-LLM Table 1's six); n_paraphrase 120 (same quarter of statements) is 30 writes, 10 of each new shape,
+and 15 reads per query type; ablation_n 168: notebook 03's two ablation passes score the first half of the (shuffled)
+test split. gpu: batch 32 as 8 micro-batches of 4 with activations recomputed, so one step of a 7B model (or of
+SmolLM2 on a CPU) holds 4 examples' activations at a time, not 32.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..config import COUNT, POSITIVE_INT, SHARE, Check, TrainConfig, checked, optional
+
+__all__ = ["RetLLMConfig", "PROFILES", "DATA_FIELDS"]
+
+SCENE_SIZE = Check(
+    "(fewest, most) people per scene, ints with 1 <= fewest <= most",
+    lambda v: isinstance(v, tuple) and len(v) == 2 and all(isinstance(n, int) for n in v) and 1 <= v[0] <= v[1],
+)
+
+
+@dataclass(frozen=True, kw_only=True)
+class RetLLMConfig(TrainConfig):
+    """One profile of notebooks 01–03; the training fields come from `TrainConfig`."""
+
+    # notebook 01: the synthetic data set (`synthetic.make_dataset`)
+    n_train: int = checked(COUNT)
+    n_val: int = checked(COUNT)
+    n_test: int = checked(COUNT)
+    n_paraphrase: int = checked(COUNT)
+    # share of statements; the reads are split evenly over the 6 types
+    write_frac: float = checked(SHARE, 0.25)
+    no_match_frac: float = checked(SHARE, 0.1)  # share of each query type's reads that find nothing
+    scene_size: tuple[int, int] = checked(SCENE_SIZE, (3, 8))  # people in an example's memory
+    # notebook 02: training (`TrainConfig`: lr, epochs, batch_size, LoRA ...) and validation examples scored
+    eval_n: int = checked(POSITIVE_INT, 60)
+    # notebook 03: test examples, of them in the ablation passes, tokens per turn
+    test_n: int | None = checked(optional(POSITIVE_INT, "the whole test split"), None)
+    ablation_n: int | None = checked(optional(POSITIVE_INT, "every test example"), None)
+    max_new_tokens: int = checked(POSITIVE_INT, 128)
+
+
+# the fields `synthetic.dataset_meta` saves as build.json: a saved data set is reused only if they match
+DATA_FIELDS = ("seed", "n_train", "n_val", "n_test", "n_paraphrase", "write_frac", "no_match_frac", "scene_size")
+
+_TRAINING = dict(lr=1e-3, lora_r=16, lora_alpha=32, lora_dropout=0.05, max_length=384)
+PROFILES: dict[str, RetLLMConfig] = {
+    "smoke": RetLLMConfig(
+        profile="smoke",
+        **_TRAINING,
+        n_train=40,
+        n_val=10,
+        n_test=20,
+        n_paraphrase=8,
+        epochs=1,
+        batch_size=4,
+        max_steps=3,
+        eval_n=4,
+        test_n=6,
+        max_new_tokens=48,
+    ),
+    "cpu": RetLLMConfig(
+        profile="cpu",
+        **_TRAINING,
+        n_train=1500,
+        n_val=150,
+        n_test=336,
+        n_paraphrase=120,
+        epochs=1,
+        batch_size=8,
+        ablation_n=168,
+    ),
+    "gpu": RetLLMConfig(
+        profile="gpu",
+        **_TRAINING,
+        n_train=10000,
+        n_val=500,
+        n_test=1200,
+        n_paraphrase=600,
+        epochs=3,
+        batch_size=32,
+        micro_batch=4,
+        gradient_checkpointing=True,
+    ),
+}
+RetLLMConfig.PROFILES = PROFILES
