@@ -11,7 +11,7 @@ import pytest
 from retllm_utils.api import Triple, format_memllm_read_reply, parse_memllm
 from retllm_utils.memllm.config import DATA_FIELDS, MemLLMConfig
 from retllm_utils.memllm.dataset import make_dataset, render
-from retllm_utils.memllm.docred import DocView, GoldMemory, gold_triples, load_docred
+from retllm_utils.memllm.docred import DocView, GoldMemory, gold_triples, load_docred, relation_names
 from retllm_utils.memllm.examples import build_write_rows, write_examples
 from retllm_utils.memllm.reads import AMBIGUOUS_QUERIES, read_examples
 from retllm_utils.metrics import whole_word
@@ -265,7 +265,9 @@ def test_dev_set_as_the_official_eval_builder(corpus):
     dev = load_docred(DATA / "redocred" / "dev_revised.json")
     dd, counts = _build(docs[:3], dev, rn, n_train=1, n_dev=10, train_memory="gold", max_pretext_chars=600)
     c = counts["read_dev"]
-    assert c.get("dropped_query_q_thr", 0) == 0 and c["merged_same_queries"] > 0 and c["queries_surface_differs"] > 0
+    assert (
+        c.get("dropped_query_q_thr", 0) == 0 and c["merged_same_first_query"] > 0 and c["queries_surface_differs"] > 0
+    )
     gold = GoldMemory.from_docs(dev, rn)
     misses = 0
     for row in dd["docs_dev"]:
@@ -278,7 +280,7 @@ def test_dev_set_as_the_official_eval_builder(corpus):
             found = {x for q in queries for x in gold(Triple(*q))}
             misses += not any(t in found for t in targets)
         for prev, cur in zip(row["read_queries"], row["read_queries"][1:]):
-            assert sorted(map(tuple, prev)) != sorted(map(tuple, cur))  # consecutive same-query points merged
+            assert prev[0] != cur[0]  # a point whose first query is the previous one's was merged into it
     assert misses > 0
     # doc 0: Duff Gibson, Jeff Pain, Melissa Hollingsworth ask the same queries: one point with all three targets
     assert ["Duff Gibson", "Jeff Pain", "Melissa Hollingsworth"] in dd["docs_dev"][0]["read_targets"]
@@ -288,8 +290,31 @@ def test_dev_set_as_the_official_eval_builder(corpus):
     known = q.subject or q.object
     mem = GoldMemory.from_docs(dev, rn)
     mem.add((known, q.relation, f"F{i}") if q.subject else (f"F{i}", q.relation, known) for i in range(40))
-    rows = read_examples(dev[0], rn, mem, q_thr=None, max_results=30, merge_same_queries=True)
+    rows = read_examples(dev[0], rn, mem, q_thr=None, max_results=30, eval_points=True)
     assert list(q) in rows[0]["queries"] and len(rows[0]["results"]) == 30
+
+
+def test_dev_points_keep_source_order_and_merge_on_the_first_query():
+    """The official eval builder ranks no query by its results (training does: fewest first) and merges a point into
+    the previous one when their first queries match, even when the rest differ."""
+    dev = load_docred(DATA / "redocred" / "dev_revised.json")
+    rn = relation_names(DATA / "redocred" / "rel_info.json")
+    gold = GoldMemory.from_docs(dev, rn)
+    flood = GoldMemory.from_docs(dev, rn)  # every query's first candidate gets 20 extra answers
+    for d in range(20):
+        for row in read_examples(dev[d], rn, gold, q_thr=None, eval_points=True, doc_idx=d):
+            q = Triple(*row["queries"][0])
+            known = q.subject or q.object
+            flood.add((known, q.relation, f"F{i}") if q.subject else (f"F{i}", q.relation, known) for i in range(20))
+    moved = 0
+    for d in range(20):
+        ev = read_examples(dev[d], rn, flood, q_thr=None, eval_points=True, doc_idx=d)
+        tr = read_examples(dev[d], rn, flood, q_thr=None, doc_idx=d)
+        ev_q = {r["target_word"][0]: r["queries"] for r in ev}
+        moved += sum(len(r["queries"]) > 1 and ev_q.get(r["target_word"][0], r["queries"]) != r["queries"] for r in tr)
+        for prev, cur in zip(ev, ev[1:]):
+            assert prev["queries"][0] != cur["queries"][0]
+    assert moved > 0  # ranking by results reorders some training queries; the eval points keep source order
 
 
 def test_q_thr_and_ambiguity_filters(corpus):

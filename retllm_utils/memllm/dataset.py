@@ -220,7 +220,7 @@ def make_dataset(
             dev_docs,
             (dev_ids, dev_ids),
             GoldMemory.from_docs(dev_docs, rel_names),
-            dict(early_shift=0.0, q_thr=None, max_results=MAX_RESULTS, merge_same_queries=True, drop_cut_queries=False),
+            dict(early_shift=0.0, q_thr=None, max_results=MAX_RESULTS, eval_points=True, drop_cut_queries=False),
             "gold",
         ),
     )

@@ -32,8 +32,9 @@ eval builder applies none, `q_thr=None`); at most `max_queries` (3) per read, fe
 counts as 5); a read point whose target already occurs as a whole word earlier in the text is dropped
 (first-mention filter). Ours: a query whose entity's mention falls before the pretext budget
 (`max_pretext_chars`) is dropped (`drop_cut_queries`), so no query names an entity the text no longer shows.
-Dev rows as the official eval builder: no Q_thr, results cut to `MAX_RESULTS` (30), and consecutive read points
-asking the same queries merged into one with all their targets (`merge_same_queries`).
+Dev rows as the official eval builder (`eval_points`): no Q_thr, results cut to `MAX_RESULTS` (30), queries in
+source order, and a read point whose first query is the previous point's first query merged into it with all their
+targets.
 
 Results come from `lookup(query) -> list[str]`: `docred.GoldMemory` (exact match over gold triples; dev),
 `docred.simulated_memory` (training default: the paper trains on the write model's imperfect memory; without one,
@@ -68,7 +69,7 @@ __all__ = [
 MAX_QUERIES = 3  # official MAX_QUERIES
 READ_CONTINUE = "({"  # what a continuation ends with when another read follows (official MR_ST_TOKEN)
 QUERY_NAMES = ("surface", "canonical")  # how a query names its known entity
-MAX_RESULTS = 30  # official eval builder: stored results truncated to 30
+MAX_RESULTS = 30  # results a reply holds (official eval builder and perplexity_eval: truncated to 30)
 
 # MemLLM Table 2 (official data/mr_data_config.py SKIP_QUERIES): (relation, the side the query gives).
 # ">>country of citizenship>>France" (object given) asks for everyone French: far too many answers.
@@ -155,7 +156,7 @@ def read_examples(
     first_mention_filter: bool = True,
     early_shift: float = 0.0,
     query_names: str = "surface",
-    merge_same_queries: bool = False,
+    eval_points: bool = False,
     drop_cut_queries: bool = True,
     pretext_loss_first: bool = True,
     fill_empty_with_target: bool = False,
@@ -169,7 +170,8 @@ def read_examples(
     `max_results` truncates the stored results (official eval: 30). `query_names`: "surface" names the query entity
     as its last mention before the target reads, "canonical" by its canonical name. A query whose mention lies
     outside the kept pretext is dropped (`drop_cut_queries`), so no query names an entity the text no longer shows.
-    `merge_same_queries` folds a read point into the previous one when both ask the same queries (official eval).
+    `eval_points` builds dev points as the official eval builder: queries in source order (not fewest results
+    first), and a point whose first query is the previous point's first query folds into it, adding its targets.
     `early_shift` > 0 duplicates each read point as App. C: a gold copy trains the call, a copy k ~ Poisson(early_shift)
     words earlier trains the continuation. `pretext_loss_first` trains the pretext of a document's first read (§3.3.2).
     `fill_empty_with_target` (official code; off here): an empty reply becomes the target, so every reply helps.
@@ -202,17 +204,18 @@ def read_examples(
                 n["dropped_query_q_thr"] += 1
                 continue
             scored.append((len(res) if res else 5, len(scored), q, mb, res))
-        scored.sort(key=lambda x: x[:2])  # fewest results first, as the official priority
+        if not eval_points:  # fewest results first, the official training priority; eval keeps source order
+            scored.sort(key=lambda x: x[:2])
         n["dropped_query_max_queries"] += max(0, len(scored) - max_queries)
         scored = scored[:max_queries]
         if not scored:
             n["dropped_no_query_left"] += 1
             continue
         queries = [x[2] for x in scored]
-        if merge_same_queries and points and set(points[-1]["queries"]) == set(queries):
+        if eval_points and points and points[-1]["queries"][0] == queries[0]:
             points[-1]["targets"] += p["targets"]
             points[-1]["target_words"] += p["target_words"]
-            n["merged_same_queries"] += 1
+            n["merged_same_first_query"] += 1
             continue
         p["queries"], p["n_results"] = queries, [len(x[4]) for x in scored]
         results = list(dict.fromkeys(r for x in scored for r in x[4]))
