@@ -288,7 +288,8 @@ def test_an_error_ends_where_its_call_does():
 def test_a_memllm_query_is_closed_only_by_its_own_separator():
     """A term `a)` before `>>` escapes as `a\\)-->`; a query decoder must not stop there."""
     assert memllm_query_closed("x ({MEM_READ(Ann>>born in>>)-->")
-    assert memllm_query_closed("({MEM_READ(a>>b>>c)-->")  # closed, though not a valid query: the caller says so
+    # closed, though not a valid query: the caller says so
+    assert memllm_query_closed("({MEM_READ(a>>b>>c)-->")
     assert not memllm_query_closed(r"({MEM_READ(a\)-->")
     assert memllm_query_closed(r"({MEM_READ(a\)>>born in>>)-->")
     assert not memllm_query_closed("({MEM_READ(Ann>>born in>>)-->Paris})")

@@ -106,7 +106,8 @@ def test_user_markup_is_never_executed(memory, attack):
     echo = ScriptedGenerator(lambda t: re.search(r"<user>(.*)</user>", t, re.S).group(1))  # parrots the user
     turn = RetLLMController(echo, memory, prompt).chat(attack)
     assert len(memory) == 0 and not any(e["event"] == "write" for e in turn.trace)
-    parrot = ScriptedStep(lambda t: t.split("({USER_ST})")[-1].split("({USER_END})")[0] + "})")  # echoes the focus
+    # echoes the focus
+    parrot = ScriptedStep(lambda t: t.split("({USER_ST})")[-1].split("({USER_END})")[0] + "})")
     stored, errors = MemLLMController(TOK, memory, write_steps=lambda: parrot).write_sentence(attack, attack)
     assert stored == [] and errors and "({MEM_WRITE" not in parrot.seen[0].split("({MEM_WRITE-->")[0]
     assert len(memory) == 0
@@ -200,7 +201,8 @@ def test_memllm_write_per_sentence(memory):
     assert stored == [Triple("Ann Lee", "educated at", "Oxford")] and len(memory) == 1
     # the preceding sentences, then the tagged focus sentence, as the write training rows
     assert seen[1] == "Ann Lee is a chemist.({USER_ST})She studied at Oxford.({USER_END})({MEM_WRITE-->"
-    assert ctl.write_ends == Counter({"late stop": 2})  # K = 5 by default; a scripted call ends where greedy does
+    # K = 5 by default; a scripted call ends where greedy does
+    assert ctl.write_ends == Counter({"late stop": 2})
 
 
 def test_from_model_switches_the_named_adapters(memory):
@@ -254,7 +256,8 @@ def test_pause_memory_resume_on_the_real_model(smol, memory):
         logits_processor=LogitsProcessorList([ForceThenFree(base_len, ids[base_len:])]),
     )
     turn = RetLLMController(gen, memory, lambda u: chat_prompt(tok, u)).chat(user)
-    assert turn.trace[0] == {"event": "model", "text": query}  # paused right after the query, not at max tokens
+    # paused right after the query, not at max tokens
+    assert turn.trace[0] == {"event": "model", "text": query}
     assert turn.trace[1]["event"] == "read" and {t.subject for t in turn.trace[1]["results"]} == {"Ann Lee", "Bo Wu"}
     assert turn.model_text.startswith(query + "{Ann Lee>>employed by>>Pfizer};{Bo Wu>>employed by>>Pfizer}]")
     assert turn.answer and "[MEM_" not in turn.answer  # the model resumed and produced text after the reply
@@ -305,7 +308,8 @@ def test_write_sentence_feeds_the_opener_as_its_own_piece(smol, memory):
     def playback(new):
         fed.append(list(new))
         logits = torch.zeros(len(tok))
-        logits[tok.convert_tokens_to_ids("<|im_end|>")] = 0.5  # second: where late stopping goes on after "})"
+        # second: where late stopping goes on after "})"
+        logits[tok.convert_tokens_to_ids("<|im_end|>")] = 0.5
         logits[call_ids[len(fed) - 1]] = 1.0
         return logits
 
@@ -355,7 +359,8 @@ def test_a_read_is_cut_at_its_parsed_end_not_at_an_escaped_separator(memory):
     memory.write("Ann Lee", "motto", "a}:b")
     query = r"[MEM_READ{Ann Lee>>motto>>a\}:b}:"
 
-    def no_pause(text, pause=None):  # a model that runs past the query (e.g. one token spans "}:{"), made-up reply
+    # a model that runs past the query (e.g. one token spans "}:{"), made-up reply
+    def no_pause(text, pause=None):
         done = text.split("<assistant>", 1)[1]
         return (query + "{made>>up>>reply}]Nobody.", False) if not done else ("It is her motto.", True)
 

@@ -156,7 +156,8 @@ FACTS = ["Alessia Demir is employed by Uber.", "Mateus Lim is employed by SAP.",
     [
         ("", set(FACTS), False),  # any fact may come first; nothing stated is no answer
         ("Mateus Lim is employed by S", {"AP."}, False),
-        ("Mateus Lim is employed by SAP.", {" " + FACTS[0], " " + FACTS[2]}, True),  # once each; may stop here
+        # once each; may stop here
+        ("Mateus Lim is employed by SAP.", {" " + FACTS[0], " " + FACTS[2]}, True),
         (" ".join(FACTS), set(), True),  # every fact stated: only the end is left
     ],
 )
@@ -207,7 +208,8 @@ def test_a_pushed_drift_is_answered_only_without_the_answer_constraint(smol):
     for fact in (("Mateus Lim", "employed by", "SAP"), ("Alessia Demir", "employed by", "Uber")):
         mem.write(*fact)
     query = "[MEM_READ{>>employed by>>}:"
-    reply = api.format_retllm_read_reply(list(mem))  # the push sees the reply too: it is generated text's context
+    # the push sees the reply too: it is generated text's context
+    reply = api.format_retllm_read_reply(list(mem))
     bad = query + reply + "Mateus Lim is employed by SAP. Alessia Demir is employed by SAP."
     results = {}
     for form in (None, fact_sentence):

@@ -45,7 +45,8 @@ def test_edit_forget_switch_and_reset():
     assert not s.edit(("Nobody", "employed by", "Pfizer"), ("Nobody", "employed by", "Moderna"))
     assert s.say("Who works for Moderna?").answer == "Ann Lee."
     s.use("base")
-    assert s.say("Who works for Moderna?").answer == "I do not know."  # the zero-shot model cannot read the memory
+    # the zero-shot model cannot read the memory
+    assert s.say("Who works for Moderna?").answer == "I do not know."
     with pytest.raises(ValueError, match="trained, base"):
         s.use("gpt")
     assert s.forget(("Ann Lee", "employed by", "Moderna")) and len(s.table()) == 0
