@@ -16,7 +16,8 @@ Core:
 - `models`: the offline LLM (SmolLM2 for Alpaca-7B / Mistral-7B) and phrase encoders (MiniLM for Contriever).
 - `thresholds`: the encoders' similarity thresholds, papers' and measured ones (results/thresholds.md says how).
 - `prompts`: one prompt format for RET-LLM training and inference (notebooks 02–03).
-- `training`: span-masked LoRA SFT on TRL's SFTTrainer (notebooks 02, 05).
+- `training`: span-masked LoRA SFT on TRL's SFTTrainer; `train_or_reuse`, retraining only when the recipe changed.
+- `progress`: what a training shows: a live bar with the loss in JupyterLab / Colab, text lines elsewhere.
 - `metrics`: precision/recall with one rule for empty sides, whole-word mentions (notebooks 02, 03, 06).
 - `paths`: where data, figures and runs live; the profile names.
 - `config`: typed per-profile settings: `ProfileConfig` (fields checked by name), `TrainConfig` (LoRA SFT).

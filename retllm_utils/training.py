@@ -1,23 +1,29 @@
-"""LoRA SFT with loss on chosen character spans only, on TRL's SFTTrainer.
+"""LoRA SFT with loss on chosen character spans only, on TRL's SFTTrainer, and the one train-or-reuse step.
 
 Each example is rendered once to (text, spans) and tokenized piece by piece, cut at the span edges; the
 controller's generator keeps those boundaries at inference (generated ids are kept, the memory's reply is
 tokenized on its own), so training and inference see the same tokens.
 TRL keeps an existing `labels` column as is, so the loss is exactly the masked loss.
-Training reports its progress through `TrainingProgress`: a live bar with the loss in JupyterLab, text lines elsewhere.
+Training reports its progress through `progress.TrainingProgress`: a live bar with the loss in JupyterLab, text lines
+elsewhere.
+`train_or_reuse` trains an adapter with a profile's `config.TrainConfig`, or reuses the one saved in the folder when
+every setting that shaped it (`recipe`: model, data, loss, seed and hyper-parameters) is the same; `train_meta.json`
+beside the adapter holds that recipe, how it was trained and the loss log.
 """
 
 from __future__ import annotations
 
-import math
+import hashlib
+import json
 import os
-import sys
 import time
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, Callable, Iterable, Mapping, NamedTuple, Sequence
 
 import torch
 from datasets import Dataset
-from transformers import TrainerCallback
+
+from .progress import TrainingProgress, live_frontend
 
 __all__ = [
     "tokenize_with_spans",
@@ -25,6 +31,13 @@ __all__ = [
     "lora_config",
     "sft_config",
     "train_lora",
+    "data_fingerprint",
+    "recipe",
+    "recipe_differences",
+    "run_record",
+    "train_or_reuse",
+    "Training",
+    "META_FILE",
     "supervised_text",
     "TrainingProgress",
     "live_frontend",
@@ -32,6 +45,7 @@ __all__ = [
 ]
 
 IGNORE = -100
+META_FILE = "train_meta.json"  # beside every adapter train_or_reuse saves
 
 
 def tokenize_with_spans(
@@ -150,88 +164,6 @@ def sft_config(
     )
 
 
-def live_frontend() -> bool:
-    """True in a kernel that a Jupyter server (JupyterLab, Notebook) or Colab displays live: there a widget bar moves.
-
-    papermill's kernel has no live view (it saves a widget's first frame, a bar frozen at 0%), nor has a terminal.
-    """
-    shell = sys.modules.get("IPython") and sys.modules["IPython"].get_ipython()
-    if shell is None or "IPKernelApp" not in shell.config:
-        return False
-    return "JPY_SESSION_NAME" in os.environ or "google.colab" in sys.modules
-
-
-def _duration(seconds: float) -> str:
-    """h:mm:ss or m:ss, as tqdm writes them."""
-    m, s = divmod(int(seconds), 60)
-    return f"{m // 60}:{m % 60:02d}:{s:02d}" if m >= 60 else f"{m}:{s:02d}"
-
-
-class TrainingProgress(TrainerCallback):
-    """Training progress users can see: a tqdm bar with the loss where it updates live, else a text line every N steps.
-
-    The lines (step, %, loss, lr, elapsed, left) go to stdout, so papermill keeps them in the notebook and prints them
-    with `--log-output`; `every=None` prints about 20 lines per training, at logging steps (`logging_steps`).
-    """
-
-    def __init__(self, *, bar: bool | None = None, every: int | None = None, file: Any = None) -> None:
-        self.bar, self.every, self.file = bar, every, file
-        self._tqdm: Any = None
-
-    @property
-    def _out(self) -> Any:
-        """Where the lines go: `file`, else stdout at call time (papermill and pytest swap it)."""
-        return self.file or sys.stdout
-
-    def on_train_begin(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
-        self._t0, self._printed = time.monotonic(), 0
-        self._every = self.every or max(args.logging_steps, math.ceil(state.max_steps / 20))
-        if self.bar if self.bar is not None else live_frontend():
-            from tqdm.auto import tqdm
-
-            self._tqdm = tqdm(total=state.max_steps, desc="training", unit="step", dynamic_ncols=True)
-
-    def on_step_end(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
-        if self._tqdm is not None:
-            self._tqdm.update(state.global_step - self._tqdm.n)
-
-    def on_log(self, args: Any, state: Any, control: Any, logs: dict | None = None, **kw: Any) -> None:
-        if not logs or not state.is_world_process_zero:
-            return
-        # the closing summary: steps logged every N end short of 100%
-        if self._tqdm is None and "train_loss" in logs:
-            took = _duration(time.monotonic() - self._t0)
-            print(
-                f"done: {state.global_step} steps · mean loss {logs['train_loss']:.4f} · {took}",
-                file=self._out,
-                flush=True,
-            )
-            return
-        if "loss" not in logs:
-            return
-        if self._tqdm is not None:
-            self._tqdm.set_postfix(loss=f"{logs['loss']:.4f}", refresh=True)
-            return
-        step, total = state.global_step, state.max_steps
-        if step - self._printed < self._every and step < total:
-            return
-        self._printed = step
-        spent = time.monotonic() - self._t0
-        left = spent / step * (total - step) if step else 0.0
-        lr = f" · lr {logs['learning_rate']:.2e}" if "learning_rate" in logs else ""
-        print(
-            f"step {step}/{total} ({100 * step / total:.0f}%) · loss {logs['loss']:.4f}{lr}"
-            f" · {_duration(spent)} elapsed, ~{_duration(left)} left",
-            file=self._out,
-            flush=True,
-        )
-
-    def on_train_end(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
-        if self._tqdm is not None:
-            self._tqdm.close()
-            self._tqdm = None
-
-
 def train_lora(
     model: Any, tokenizer: Any, train_ds: Dataset, args: Any, peft_config: Any = None, *, progress: Any = None
 ):
@@ -254,3 +186,143 @@ def train_lora(
         trainer.add_callback(progress or TrainingProgress())
     trainer.train()
     return trainer
+
+
+# --------------------------------------------------------------------------------------------- train or reuse
+# the TrainConfig fields that shape an adapter; micro_batch and gradient_checkpointing only change how it is computed
+SHAPING = ("seed", "lr", "epochs", "batch_size", "max_steps", "lora_r", "lora_alpha", "lora_dropout")
+
+
+def data_fingerprint(ds: Any) -> str:
+    """SHA-256 of a pre-tokenized training set: every row's input_ids and labels, in order (what training saw)."""
+    h = hashlib.sha256()
+    for ids, labels in zip(ds["input_ids"], ds["labels"]):
+        h.update(json.dumps([ids, labels], separators=(",", ":")).encode())
+    return h.hexdigest()
+
+
+def recipe(config: Any, model_id: str, train_ds: Any) -> dict[str, Any]:
+    """The settings that shaped an adapter: base model, data, loss (read off the labels), seed, hyper-parameters."""
+    whole = all(ids == labels for ids, labels in zip(train_ds["input_ids"], train_ds["labels"]))
+    return {
+        "model_id": model_id,
+        "data": data_fingerprint(train_ds),
+        "loss": "whole_sequence" if whole else "masked",
+        **config.as_dict(SHAPING),
+    }
+
+
+def recipe_differences(saved: Mapping[str, Any], wanted: Mapping[str, Any]) -> list[str]:
+    """'name saved -> wanted' for every recipe setting the saved metadata lacks or holds otherwise."""
+
+    def shown(key: str, value: Any) -> str:
+        return f"{value[:12]}…" if key == "data" and isinstance(value, str) else repr(value)
+
+    return [f"{k} {shown(k, saved.get(k))} -> {shown(k, v)}" for k, v in wanted.items() if saved.get(k) != v]
+
+
+def run_record(config: Any, train_ds: Any, *, processes: int, steps: int, seconds: float, epochs: float) -> dict:
+    """How an adapter was trained, written beside its recipe: examples, tokens per epoch, batch split, steps, time."""
+    micro, accum = config.batch_split(processes)
+    tokens = sum(map(len, train_ds["input_ids"]))
+    return {
+        "examples": len(train_ds),
+        "tokens_per_epoch": tokens,
+        "max_length": config.max_length,
+        "micro_batch": micro,
+        "grad_accum": accum,
+        "gradient_checkpointing": config.gradient_checkpointing,
+        "processes": processes,
+        "steps": steps,
+        "train_seconds": seconds,
+        "tokens_per_second": tokens * epochs / seconds,
+    }
+
+
+class Training(NamedTuple):
+    """What `train_or_reuse` gives: the adapter's metadata, and the trainer (None when the saved adapter is reused)."""
+
+    meta: dict[str, Any]
+    trainer: Any
+
+
+def train_or_reuse(
+    out: str | os.PathLike,
+    train_ds: Any,
+    config: Any,
+    *,
+    model_id: str,
+    tokenizer: Any,
+    model: Any = None,
+    retrain: bool = False,
+    processes: int = 1,
+    info: Mapping[str, Any] | None = None,
+    **sft_kw: Any,
+) -> Training:
+    """Train a LoRA adapter into `out` with `config` (a `config.TrainConfig`), or reuse the one saved there.
+
+    Reused when `out` holds an adapter whose train_meta.json has this `recipe` (and `retrain` is False); otherwise
+    the line printed names the settings that differ, and the adapter is trained on `model` (a model, a function
+    that loads one, or None: `models.load_model(model_id)`), seeded with config.seed just before LoRA is added.
+    The batch is split per `config.batch_split(processes)` (micro-batches and gradient accumulation). Only the main
+    process writes; train_meta.json is the recipe, `profile`, `info`, how it ran (examples, tokens per epoch,
+    micro-batch, accumulation, processes, steps, seconds, tokens/s) and the trainer's log history.
+    """
+    from transformers import set_seed
+
+    from .paths import ROOT
+
+    out = Path(out)
+    label, shown = out.name, os.path.relpath(out, ROOT)
+    wanted = recipe(config, model_id, train_ds)
+    meta_file = out / META_FILE
+    say = print if os.environ.get("RANK", "0") == "0" else (lambda *_: None)  # one line from N processes
+    if not retrain and (out / "adapter_config.json").is_file() and meta_file.is_file():
+        saved = json.loads(meta_file.read_text(encoding="utf-8"))
+        changed = recipe_differences(saved, wanted)
+        if not changed:
+            took = f"{saved['train_seconds'] / 60:.1f} min, {saved['steps']} steps"
+            say(f"{label}: reusing {shown} (trained {took}; same model, data and settings)")
+            return Training(saved, None)
+        say(f"{label}: retraining: the adapter in {shown} was trained with {'; '.join(changed)}")
+    meta_file.unlink(missing_ok=True)  # a failed run must not leave an adapter beside the old recipe
+    if model is None:
+        from .models import load_model
+
+        model = load_model(model_id)[0]
+    elif not isinstance(model, torch.nn.Module):  # a function that loads it (a model is callable too)
+        model = model()
+    micro, accum = config.batch_split(processes)
+    args = sft_config(
+        str(out / "trainer"),
+        lr=config.lr,
+        epochs=config.epochs,
+        batch_size=micro,
+        grad_accum=accum,
+        max_length=config.max_length,
+        seed=config.seed,
+        max_steps=config.max_steps or -1,
+        logging_steps=sft_kw.pop("logging_steps", 1 if config.max_steps else 5),
+        gradient_checkpointing=config.gradient_checkpointing,
+        **sft_kw,
+    )
+    lora = lora_config(config.lora_r, config.lora_alpha, config.lora_dropout)
+    set_seed(config.seed)  # LoRA's initial weights: the same whatever ran before in this process
+    t0 = time.perf_counter()
+    trainer = train_lora(model, tokenizer, train_ds, args, lora)
+    seconds = time.perf_counter() - t0
+    if trainer.is_fsdp_enabled:  # PEFT's FSDP guide: gather the whole adapter before saving it
+        trainer.accelerator.state.fsdp_plugin.set_state_dict_type("FULL_STATE_DICT")
+    trainer.save_model(str(out))  # the main process writes; the others wait
+    state = trainer.state
+    how = run_record(
+        config, train_ds, processes=processes, steps=state.global_step, seconds=seconds, epochs=state.epoch
+    )
+    meta = {**wanted, "profile": config.profile, **(info or {}), **how, "log_history": state.log_history}
+    if trainer.is_world_process_zero():
+        meta_file.write_text(json.dumps(meta, indent=1) + "\n", encoding="utf-8")
+        print(
+            f"{label}: {meta['steps']} steps in {seconds / 60:.1f} min ({meta['tokens_per_second']:.0f} tokens/s)"
+            f" -> {shown}"
+        )
+    return Training(meta, trainer)

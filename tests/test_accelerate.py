@@ -1,5 +1,6 @@
 """Multi-process training through `accelerate launch` (tools/train_accelerate.py): two processes on the CPU train one
-RET-LLM adapter on the smoke data (DDP over gloo, configs/accelerate/cpu_2proc.yaml), saved once, loss logged.
+RET-LLM adapter on the smoke data (DDP over gloo, configs/accelerate/cpu_2proc.yaml), saved once with its
+train_meta.json, loss logged; launched again with the same settings, they reuse it.
 
 The GPU configs (configs/accelerate/one_gpu.yaml, fsdp_multi_gpu.yaml) cannot run here: no GPU. Note that
 `accelerate launch --cpu --num_processes 2` would start ONE process without MPI; cpu_2proc.yaml says why and how.
@@ -25,40 +26,46 @@ def _free_port() -> int:
 
 
 @pytest.mark.model
-def test_two_processes_train_one_retllm_adapter(tmp_path):
+def test_two_processes_train_one_retllm_adapter_then_reuse_it(tmp_path):
     out, fp = tmp_path / "adapter", tmp_path / "fingerprints"
     env = {**os.environ, "OMP_NUM_THREADS": "1", "RETLLM_RUNS": str(tmp_path / "runs"), "PYTHONPATH": str(ROOT)}
-    cmd = [
-        sys.executable,
-        "-m",
-        "accelerate.commands.accelerate_cli",
-        "launch",
-        "--config_file",
-        str(ROOT / "configs/accelerate/cpu_2proc.yaml"),
-        "--main_process_port",
-        str(_free_port()),
-        str(ROOT / "tools/train_accelerate.py"),
-        "retllm",
-        "--profile",
-        "smoke",
-        "--max-steps",
-        "2",
-        "--out",
-        str(out),
-        "--fingerprint-dir",
-        str(fp),
-    ]
-    p = subprocess.run(cmd, env=env, cwd=ROOT, capture_output=True, text=True, timeout=600)
-    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-4000:]
+
+    def launch(*extra: str) -> subprocess.CompletedProcess:
+        cmd = [
+            sys.executable,
+            "-m",
+            "accelerate.commands.accelerate_cli",
+            "launch",
+            "--config_file",
+            str(ROOT / "configs/accelerate/cpu_2proc.yaml"),
+            "--main_process_port",
+            str(_free_port()),
+            str(ROOT / "tools/train_accelerate.py"),
+            "retllm",
+            "--profile",
+            "smoke",
+            "--max-steps",
+            "2",
+            "--out",
+            str(out),
+            *extra,
+        ]
+        p = subprocess.run(cmd, env=env, cwd=ROOT, capture_output=True, text=True, timeout=600)
+        assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-4000:]
+        return p
+
+    p = launch("--fingerprint-dir", str(fp))
     # two processes, and after training both hold the same LoRA weights: one model, not two
     ranks = sorted((json.loads(f.read_text()) for f in fp.glob("rank*.json")), key=lambda r: r["rank"])
     assert [(r["rank"], r["world"]) for r in ranks] == [(0, 2), (1, 2)]
     assert ranks[0]["sha1"] == ranks[1]["sha1"]
-    run = json.loads((out / "run.json").read_text())
-    assert run["processes"] == 2 and run["distributed_type"] == "MULTI_CPU"
-    assert run["per_process_batch"] * 2 == run["profile_sizes"]["batch_size"]  # the notebook's batch, split
-    assert run["steps"] == 2 and [h["step"] for h in run["log"]] == [1, 2]
-    assert all(math.isfinite(h["loss"]) and h["loss"] > 0 for h in run["log"])
+    meta = json.loads((out / "train_meta.json").read_text())
+    assert meta["processes"] == 2 and meta["distributed_type"] == "MULTI_CPU"
+    # the notebook's batch (smoke: 4), split over the processes
+    assert meta["micro_batch"] * meta["grad_accum"] * 2 == meta["batch_size"] == 4
+    assert meta["steps"] == 2 and [h["step"] for h in meta["log_history"] if "loss" in h] == [1, 2]
+    assert all(math.isfinite(h["loss"]) and h["loss"] > 0 for h in meta["log_history"] if "loss" in h)
+    assert meta["loss"] == "masked" and meta["model_id"] == "smollm2-135m-instruct" and len(meta["data"]) == 64
     # saved once, by the main process: one adapter, one closing line
     assert [f.name for f in out.rglob("adapter_model.safetensors")] == ["adapter_model.safetensors"]
     assert p.stdout.count("done: 2 steps") == 1 and p.stdout.count("on 2 processes") == 1
@@ -67,3 +74,8 @@ def test_two_processes_train_one_retllm_adapter(tmp_path):
     weights = load_file(out / "adapter_model.safetensors")
     lora_b = [v for k, v in weights.items() if "lora_B" in k]
     assert lora_b and any(abs(v).max() > 0 for v in lora_b)  # B starts at zero: non-zero means it trained
+    # the same settings again: both processes reuse the adapter (one line says so), nothing is trained or written
+    stamp = (out / "adapter_model.safetensors").stat().st_mtime_ns
+    again = launch()
+    assert again.stdout.count("adapter: reusing") == 1 and "done:" not in again.stdout
+    assert (out / "adapter_model.safetensors").stat().st_mtime_ns == stamp

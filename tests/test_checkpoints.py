@@ -45,9 +45,21 @@ def test_every_checkpoint_file_matches_its_sha256():
         assert hashlib.sha256((CKPT / name).read_bytes()).hexdigest() == digest, f"{name}: SHA-256 differs"
 
 
+def _notebook_05_cpu_settings() -> dict:
+    """Notebook 05's parameters on the cpu profile: a parameter left at None takes MemLLMConfig's cpu value."""
+    from retllm_utils.memllm.config import MemLLMConfig
+
+    cpu = MemLLMConfig.for_profile("cpu")
+    params = _notebook_parameters("05_docred_finetune_memllm.ipynb")
+    return {
+        k: getattr(cpu, k) if params.get(k) is None else params[k]
+        for k in ("lora_r", "lora_alpha", "lora_dropout", "epochs", "lr")
+    }
+
+
 @pytest.mark.parametrize("kind", ["write", "read"])
 def test_adapters_were_trained_as_notebook_05_says_on_notebook_04s_rows(kind):
-    params = _notebook_parameters("05_docred_finetune_memllm.ipynb")
+    params = _notebook_05_cpu_settings()
     config = json.loads((CKPT / kind / "adapter_config.json").read_text())
     meta = json.loads((CKPT / kind / "train_meta.json").read_text())
     assert (config["r"], config["lora_alpha"], config["lora_dropout"]) == (

@@ -1,4 +1,8 @@
-"""Loss masks: the supervised tokens are exactly the API call and the answer (+ end token), nothing else."""
+"""Loss masks: the supervised tokens are exactly the API call and the answer (+ end token), nothing else; training
+progress; `train_or_reuse`: an adapter is reused only if the model, data and settings that shaped it are the same."""
+
+import json
+import math
 
 import pytest
 
@@ -107,3 +111,112 @@ def test_live_frontend_is_false_outside_a_jupyter_server(monkeypatch):
 
     monkeypatch.setenv("JPY_SESSION_NAME", "x.ipynb")
     assert not live_frontend()  # no kernel here: pytest is a terminal
+
+
+# --------------------------------------------------------------------------------------------- train or reuse
+def _config(**given):
+    """The smoke profile's training settings at a tiny scale: 2 steps of batch 2."""
+    from retllm_utils.retllm.config import RetLLMConfig
+
+    return RetLLMConfig.for_profile("smoke", **{"batch_size": 2, "max_steps": 2, **given})
+
+
+def _tiny(tok):
+    """A function that makes a fresh tiny Llama (train_or_reuse calls it only when it trains)."""
+    from transformers import AutoModelForCausalLM, LlamaConfig
+
+    cfg = LlamaConfig(
+        vocab_size=len(tok), hidden_size=16, intermediate_size=32, num_hidden_layers=2, num_attention_heads=2
+    )
+    return lambda: AutoModelForCausalLM.from_config(cfg)
+
+
+def test_a_saved_adapter_is_reused_only_when_model_data_and_settings_are_the_same(tok, tmp_path, capsys):
+    # an adapter trained with other settings is retrained, not loaded: lr, epochs, the base model, LoRA, the data
+    from retllm_utils.training import META_FILE, train_or_reuse
+
+    ds = build_sft_dataset(tok, [READ, WRITE, EMPTY] * 2, retllm_example_text, max_length=512)
+    run = dict(tokenizer=tok, model=_tiny(tok), info={"variant": "test"})
+    first = train_or_reuse(tmp_path / "a", ds, _config(), model_id="tiny", **run)
+    assert first.trainer is not None and (tmp_path / "a" / "adapter_config.json").is_file()
+    meta = json.loads((tmp_path / "a" / META_FILE).read_text())
+    assert meta["lr"] == 1e-3 and meta["model_id"] == "tiny" and meta["loss"] == "masked" and meta["variant"] == "test"
+    assert meta["steps"] == 2 and meta["examples"] == 6 and [h["step"] for h in meta["log_history"] if "loss" in h]
+    again = train_or_reuse(tmp_path / "a", ds, _config(), model_id="tiny", **run)
+    assert again.trainer is None and again.meta == meta and "reusing" in capsys.readouterr().out
+    whole = build_sft_dataset(tok, [READ, WRITE, EMPTY] * 2, retllm_example_text, 512, mask=False)
+    changed = {
+        "lr": (_config(lr=5e-4), "tiny", ds),
+        "epochs": (_config(epochs=2), "tiny", ds),
+        "model_id": (_config(), "mistralai/Mistral-7B-v0.1", ds),
+        "lora_alpha": (_config(lora_alpha=8), "tiny", ds),
+        "data": (_config(), "tiny", build_sft_dataset(tok, [READ, WRITE], retllm_example_text, max_length=512)),
+        "loss": (_config(), "tiny", whole),
+    }
+    for name, (config, model_id, data) in changed.items():
+        train_or_reuse(tmp_path / "a", ds, _config(), model_id="tiny", **run)  # back to the first settings
+        capsys.readouterr()
+        redo = train_or_reuse(tmp_path / "a", data, config, model_id=model_id, **run)
+        said = capsys.readouterr().out
+        assert redo.trainer is not None, f"{name} changed but the saved adapter was reused"
+        assert "retraining: the adapter in" in said and f"{name} " in said, said
+    # retrain=True trains even with the same settings
+    assert train_or_reuse(tmp_path / "a", ds, _config(), model_id="tiny", retrain=True, **run).trainer is not None
+
+
+def test_an_adapter_without_the_recipe_is_retrained(tok, tmp_path, capsys):
+    # notebook 05 used to write train_meta.json without the data and seed: such an adapter is not trusted
+    from retllm_utils.training import META_FILE, train_or_reuse
+
+    ds = build_sft_dataset(tok, [READ, WRITE], retllm_example_text, max_length=512)
+    out = tmp_path / "write"
+    out.mkdir()
+    (out / "adapter_config.json").write_text("{}")
+    old = {"kind": "write", "profile": "smoke", "seconds": 1.0, "epochs": 1, "lr": 1e-3, "lora": [16, 32, 0.05]}
+    (out / META_FILE).write_text(json.dumps({**old, "model_id": "tiny"}))
+    assert train_or_reuse(out, ds, _config(), model_id="tiny", tokenizer=tok, model=_tiny(tok)).trainer is not None
+    assert "data None -> " in capsys.readouterr().out
+
+
+def test_micro_batches_and_gradient_checkpointing_keep_the_batch(tok, tmp_path):
+    # the gpu profiles' way of fitting a large batch: 2 passes of 2 examples per optimizer step, activations recomputed
+    from retllm_utils.training import train_or_reuse
+
+    ds = build_sft_dataset(tok, [READ, WRITE, EMPTY] * 4, retllm_example_text, max_length=512)
+    config = _config(batch_size=4, micro_batch=2, gradient_checkpointing=True)
+    done = train_or_reuse(tmp_path / "a", ds, config, model_id="tiny", tokenizer=tok, model=_tiny(tok))
+    args = done.trainer.args
+    assert (args.per_device_train_batch_size, args.gradient_accumulation_steps) == (2, 2)
+    assert args.gradient_checkpointing and done.meta["micro_batch"] == 2 and done.meta["grad_accum"] == 2
+    assert done.meta["steps"] == 2 and all(math.isfinite(h["loss"]) for h in done.meta["log_history"] if "loss" in h)
+    # how the batch is computed is not part of what the adapter learnt: the same adapter is reused with one pass
+    again = train_or_reuse(tmp_path / "a", ds, _config(batch_size=4), model_id="tiny", tokenizer=tok)
+    assert again.trainer is None
+
+
+def test_batch_split_over_processes_and_micro_batches():
+    config = _config(batch_size=32, micro_batch=4)
+    assert config.batch_split() == (4, 8) and config.batch_split(2) == (4, 4) and config.batch_split(8) == (4, 1)
+    assert _config(batch_size=8).batch_split(2) == (4, 1)
+    with pytest.raises(ValueError, match="does not split over 3 processes"):
+        config.batch_split(3)
+    with pytest.raises(ValueError, match="^micro_batch must divide batch_size"):
+        _config(batch_size=8, micro_batch=3)
+
+
+@pytest.mark.parametrize("kind", ["write", "read"])
+def test_committed_cpu_adapters_are_what_notebook_05_would_reuse(tok, kind):
+    # make restore-checkpoints + notebook 05 on cpu: the saved recipe equals the one notebook 05 computes, so the
+    # committed adapters are loaded, not retrained
+    from retllm_utils.memllm.config import MemLLMConfig
+    from retllm_utils.memllm.dataset import load_or_build, render
+    from retllm_utils.paths import ROOT
+    from retllm_utils.training import META_FILE, recipe, recipe_differences
+
+    config = MemLLMConfig.for_profile("cpu")
+    dd, how = load_or_build("cpu", seed=config.seed)
+    assert how.startswith("loaded")
+    ds = build_sft_dataset(tok, dd[f"{kind}_train"], render, config.max_length)
+    saved = json.loads((ROOT / "checkpoints" / "memllm" / "cpu" / kind / META_FILE).read_text())
+    assert recipe_differences(saved, recipe(config, "smollm2-135m-instruct", ds)) == []
+    assert saved["examples"] == len(ds) and saved["tokens_per_epoch"] == sum(map(len, ds["input_ids"]))

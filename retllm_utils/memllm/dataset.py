@@ -20,7 +20,7 @@ from .docred import DocView, GoldMemory, Lookup, load_docred, relation_names, si
 from .examples import build_write_rows
 from .reads import MAX_RESULTS, build_read_rows, eval_doc_row
 
-__all__ = ["render", "features", "make_dataset", "dataset_dir", "read_rows_current", "load_or_build"]
+__all__ = ["render", "features", "make_dataset", "dataset_dir", "read_rows_current", "load_or_build", "training_rows"]
 
 
 def dataset_dir(profile: str = "cpu") -> Path:
@@ -73,6 +73,13 @@ def load_or_build(profile: str, seed: int = 0) -> tuple[Any, str]:
         MemLLMConfig.for_profile(profile, seed=seed),
     )
     return dd, f"built here with notebook 04's defaults ({why}; run notebook 04 to save it)"
+
+
+def training_rows(dd: Any, kind: str, config: MemLLMConfig) -> Any:
+    """The rows an adapter trains on: notebook 04's `{kind}_train` split ("write" or "read"), the first
+    `config.train_rows` of it if that is set (notebook 05, tools/train_accelerate.py)."""
+    rows = dd[f"{kind}_train"]
+    return rows.select(range(min(config.train_rows, len(rows)))) if config.train_rows else rows
 
 
 # ----------------------------------------------------------------------------------------------- the data set
