@@ -2,8 +2,9 @@
 
 Two steps, each optional:
 - `--train-docs N --epochs E --adapter-out DIR`: train a write adapter as notebook 05 does (same rows as notebook 04
-  builds them, same LoRA and learning rate), on the first N training documents (Re-DocRED test, as the kit's
-  training split) for E epochs: a different split of the same CPU budget between documents and epochs.
+  builds them, the cpu profile's LoRA and learning rate), on the first N training documents (Re-DocRED test, as the
+  kit's training split) for E epochs: a different split of the same CPU budget between documents and epochs. An
+  adapter already in DIR that was trained the same way is reused (`training.train_or_reuse`).
 - `--adapters A,B --eval-docs a:b --variants ...`: score write adapters on dev documents a..b-1 (first 3 focus
   sentences each, as notebook 06's cpu profile), late stopping K = 5 with greedy read off the same pass, exact and
   embedding-matched P/R. Variants: "free", "constrained" (`WriteGrammar`), "distinct" (constrained, and a subject
@@ -33,35 +34,22 @@ CPU = settings("cpu")  # the sizes notebooks 04–06 use on the cpu profile
 
 
 def train(n_docs: int, epochs: float, out: Path, *, seed: int = 0, model_id: str = "smollm2-135m-instruct") -> dict:
-    """A write adapter on the first `n_docs` training documents, notebook 04's rows and notebook 05's settings."""
+    """A write adapter on the first `n_docs` training documents: notebook 04's rows and notebook 05's training
+    (`MemLLMConfig`'s cpu profile with these epochs, `training.train_or_reuse`: an adapter already in `out` that was
+    trained the same way is reused)."""
+    from retllm_utils.memllm.config import MemLLMConfig
     from retllm_utils.memllm.dataset import render
     from retllm_utils.models import load_model
-    from retllm_utils.training import build_sft_dataset, lora_config, sft_config, train_lora
+    from retllm_utils.training import build_sft_dataset, train_or_reuse
 
+    config = MemLLMConfig.for_profile("cpu", seed=seed, epochs=epochs)
     docs, rel = load_docred(RED / "test_revised.json"), relation_names(RED / "rel_info.json")
-    rows, _ = build_write_rows(
-        docs, rel, range(n_docs), split="train", seed=seed, max_pretext_chars=CPU["max_pretext_chars"]
-    )
+    rules = config.as_dict(("seed", "drop_empty", "max_pretext_chars", "empty_evidence", "max_triples"))
+    rows, _ = build_write_rows(docs, rel, range(n_docs), split="train", **rules)
     model, tok = load_model(model_id)
-    ds = build_sft_dataset(tok, rows, render, 1024)
-    args = sft_config(
-        str(out / "trainer"), lr=1e-3, epochs=epochs, batch_size=CPU["batch_size"], max_length=1024, seed=seed
-    )
-    t0 = time.perf_counter()
-    trainer = train_lora(model, tok, ds, args, lora_config(r=16, alpha=8, dropout=0.1))
-    seconds = time.perf_counter() - t0
-    trainer.model.save_pretrained(str(out))
-    meta = {
-        "train_docs": n_docs,
-        "epochs": epochs,
-        "examples": len(ds),
-        "tokens_per_epoch": sum(map(len, ds["input_ids"])),
-        "seconds": seconds,
-        "log_history": trainer.state.log_history,
-    }
-    (out / "train_meta.json").write_text(json.dumps(meta, indent=1))
-    print(f"trained {len(ds)} examples x {epochs} epochs in {seconds:.0f} s -> {out}")
-    return meta
+    ds = build_sft_dataset(tok, rows, render, config.max_length)
+    info = {"adapter": "write", "train_docs": n_docs}
+    return train_or_reuse(out, ds, config, model_id=model_id, tokenizer=tok, model=model, info=info).meta
 
 
 def evaluate(adapter: Path, docs: range, variants: list[str], *, model_id: str = "smollm2-135m-instruct") -> dict:
