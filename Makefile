@@ -60,7 +60,7 @@ format: $(STAMP)
 # snapshots runs/ into the kit; `restore-checkpoints` copies the snapshot into runs/ after checking its SHA-256 sums.
 CKPT := checkpoints/memllm/cpu
 CKPT_FILES := $(foreach k,write read,$(k)/adapter_config.json $(k)/adapter_model.safetensors $(k)/train_meta.json) \
-  mw_dev.json
+  write_calls.json mw_dev.json
 checkpoints:
 	mkdir -p $(CKPT)/write $(CKPT)/read
 	for f in $(CKPT_FILES); do cp runs/memllm/cpu/$$f $(CKPT)/$$f; done

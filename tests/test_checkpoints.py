@@ -84,3 +84,18 @@ def test_notebook_07_read_the_committed_write_memory():
     mw = json.loads((CKPT / "mw_dev.json").read_text(encoding="utf-8"))
     table1 = json.loads((ROOT / "results" / "07_table1.json").read_text())
     assert table1["mw_dev"] == {"decoding": mw["decoding"], "n_docs": mw["n_docs"], "triples": len(mw["triples"])}
+
+
+def test_stored_write_calls_are_the_committed_write_adapters():
+    """Notebook 06 scores the stored calls only if they came from this adapter: the key names its SHA-256."""
+    import hashlib
+
+    store = json.loads((CKPT / "write_calls.json").read_text(encoding="utf-8"))
+    sha = hashlib.sha256((CKPT / "write" / "adapter_model.safetensors").read_bytes()).hexdigest()
+    assert store["key"]["adapter_sha256"] == sha
+    table4 = json.loads((ROOT / "results" / "06_table4.json").read_text())
+    calls = store["calls"][""]
+    assert (
+        len(calls) >= table4["n_docs"]
+        and sum(len(calls[str(d)]) for d in range(table4["n_docs"])) == table4["n_sentences"]
+    )

@@ -577,3 +577,38 @@ def test_rows_that_share_a_query_cache_decode_each_query_once_and_score_the_same
     for a, b in zip(alone, shared):
         assert a.reads == b.reads and a.reads
         assert np.allclose(a.nll, b.nll, atol=1e-6, equal_nan=True)
+
+
+def test_row_interval_and_target_gap_by_reply():
+    """Error bars bracket the row's metric; a TARGET gap splits by whether the reply held other entities."""
+    from retllm_utils.memllm.table1 import DocResult, EvalDoc, aggregate, row_interval, target_gap_by_reply
+
+    docs, a, b = [], [], []
+    for i in range(8):
+        q = [[Triple("x", "r", "")], [Triple("y", "r", "")]]
+        docs.append(
+            EvalDoc(
+                list(range(6)),
+                [(k, k + 1) for k in range(6)],
+                {2: 0, 4: 1},
+                q,
+                [["T"], ["U"]],
+                [[2], [4]],
+                [[1]],
+                i,
+                [0, 1],
+            )
+        )
+        a.append(
+            DocResult(
+                np.array([np.nan, 1, 2.0 + i / 10, 1, 3, 1]),
+                [{"t": 2, "queries": [], "results": ["T"]}, {"t": 4, "queries": [], "results": ["U", "V"]}],
+            )
+        )
+        b.append(DocResult(np.array([np.nan, 1, 1.0, 1, 1, 1])))
+    lo, hi = row_interval(docs, a, "TARGET")
+    assert lo <= aggregate(docs, a).target <= hi and lo < hi
+    gap = target_gap_by_reply(docs, a, b)
+    assert gap["targets only"]["spans"] == 8 and gap["with other entities"]["a - b"] == pytest.approx(2.0)
+    total = aggregate(docs, a).target - aggregate(docs, b).target
+    assert sum(g["share of the gap"] for g in gap.values()) == pytest.approx(total)

@@ -6,10 +6,10 @@ a notebook's parameters cell puts its values over the profile's (None: the profi
 
 cpu: the write adapter trains on the first 180 training documents (218,233 SmolLM2 tokens per epoch), the read
 adapter on the first 90 (197,708: appendix C doubles its examples); two epochs of each took 30 and 26 minutes on
-2 cores (1,794 s and 1,588 s, ~245 tokens/s; notebook 05; benchmarks/README.md "Write-recall levers" for why 180).
-100 dev documents are built (notebook 04): notebook 06 runs the write model over the first `n_write_docs` (Table 4;
-its triples are MW[dev]), notebook 07 scores the rows that need no write model on all `n_eval_docs` and the MW[dev]
-rows on the written ones (Table 1). gpu: every document, batch 16 as 4 micro-batches of 4 with activations
+2 cores (1,794 s and 1,588 s, ~245 tokens/s; notebook 05; experiments/README.md "Write-recall levers" for why 180).
+100 dev documents are built (notebook 04): notebook 06 runs the write model over every sentence of the first
+`n_write_docs` (Table 4; its triples are MW[dev]), notebook 07 scores every Table 1 row on the first `n_eval_docs`
+(the cpu profile: the same 30, so rows ③ and ④ read a memory written from the whole of each scored document). gpu: every document, batch 16 as 4 micro-batches of 4 with activations
 recomputed (examples up to 1,024 tokens).
 """
 
@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from ..config import (
     BOOL,
+    COUNT,
     NON_NEGATIVE,
     POSITIVE_INT,
     SHARE,
@@ -35,6 +36,9 @@ from .reads import MAX_QUERIES, QUERY_NAMES
 
 __all__ = ["MemLLMConfig", "PROFILES", "DATA_FIELDS"]
 
+SHARES = Check(
+    "a sequence of shares in (0, 1]", lambda v: isinstance(v, tuple) and all(0 < float(x) <= 1 for x in v)
+)
 SIZES = Check(
     "a sequence of ints >= 0", lambda v: isinstance(v, tuple) and all(isinstance(n, int) and n >= 0 for n in v)
 )
@@ -74,12 +78,15 @@ class MemLLMConfig(TrainConfig):
     # notebook 07: Table 1
     n_eval_docs: int = checked(POSITIVE_INT)
     max_doc_tokens: int | None = checked(optional(POSITIVE_INT, "whole documents"), None)
-    max_query_tokens: int = checked(POSITIVE_INT, 64)
+    max_query_tokens: int = checked(POSITIVE_INT, 128)  # official perplexity_eval: max_new_tokens=128
     memory_sizes: tuple[int, ...] = checked(SIZES)
-    argmax_docs: int = checked(POSITIVE_INT)
+    argmax_docs: int = checked(COUNT)  # row ⑤′ (ours); 0: not run
     size_docs: int = checked(POSITIVE_INT)
     speed_docs: int = checked(POSITIVE_INT)
     speed_max_tokens: int | None = checked(optional(POSITIVE_INT, "no limit"))
+    # notebook 07: memories of controlled write quality (`memory_quality`), row ③'s definition on each
+    quality_recalls: tuple[float, ...] = checked(SHARES)
+    quality_precisions: tuple[float, ...] = checked(SHARES)
 
 
 # the build settings notebook 04 saves in build.json beside the data set
@@ -128,6 +135,8 @@ PROFILES: dict[str, MemLLMConfig] = {
         size_docs=1,
         speed_docs=1,
         speed_max_tokens=40,
+        quality_recalls=(0.5,),
+        quality_precisions=(0.5,),
     ),
     "cpu": MemLLMConfig(
         profile="cpu",
@@ -138,13 +147,15 @@ PROFILES: dict[str, MemLLMConfig] = {
         max_pretext_chars=600,
         batch_size=8,
         n_write_docs=30,
-        write_sentences=3,  # ~30 s of decoding per sentence and pass on 2 cores: 30 documents x 3 sentences
-        n_eval_docs=100,
+        write_sentences=None,  # every sentence: 280 of the 30 documents, ~10 s of decoding each on 2 cores
+        n_eval_docs=30,  # the written documents: every Table 1 row on the same 30
         memory_sizes=(0, 3000, 15000),
-        argmax_docs=10,
+        argmax_docs=0,
         size_docs=30,
         speed_docs=3,
         speed_max_tokens=200,
+        quality_recalls=(0.1, 0.25, 0.5, 1.0),
+        quality_precisions=(0.4, 1.0),
     ),
     "gpu": MemLLMConfig(
         profile="gpu",
@@ -164,6 +175,8 @@ PROFILES: dict[str, MemLLMConfig] = {
         size_docs=100,
         speed_docs=5,
         speed_max_tokens=None,
+        quality_recalls=(0.1, 0.25, 0.5, 0.75, 1.0),
+        quality_precisions=(0.4, 0.7, 1.0),
     ),
 }
 MemLLMConfig.PROFILES = PROFILES

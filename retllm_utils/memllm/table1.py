@@ -33,6 +33,7 @@ __all__ = [
     "Scores",
     "aggregate",
     "paired_bootstrap",
+    "row_interval",
     "claim_intervals",
     "target_gap_by_reply",
 ]
@@ -228,6 +229,18 @@ def paired_bootstrap(
         return float(diff), float("nan"), float("nan")
     lo, hi = np.nanpercentile(diffs, [2.5, 97.5])
     return float(diff), float(lo), float(hi)
+
+
+def row_interval(
+    docs: Sequence[EvalDoc], results: Sequence[DocResult], metric: str, n: int = 1000, seed: int = 0
+) -> tuple[float, float]:
+    """95% bootstrap interval of one row's metric (documents resampled with replacement), for error bars."""
+    x = np.array([_parts(d, r, metric) for d, r in zip(docs, results)], dtype=np.float64).reshape(-1, 2)
+    idx = np.random.default_rng(seed).integers(0, len(docs), size=(n, len(docs)))
+    w = np.stack([np.bincount(i, minlength=len(docs)) for i in idx]).astype(np.float64)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        lo, hi = np.nanpercentile((w @ x[:, 0]) / (w @ x[:, 1]), [2.5, 97.5])
+    return float(lo), float(hi)
 
 
 def claim_intervals(

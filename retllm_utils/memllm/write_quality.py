@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any, Callable, Collection, Iterable, Mapping, Sequence
 
 import numpy as np
+from tqdm.auto import tqdm
 
 from ..api import USER_END, USER_ST, Triple, _find_unescaped, _split_unescaped, _unescape
 from ..metrics import PRF
@@ -234,7 +235,7 @@ def stored_write_calls(
         store = {"key": dict(key), "calls": {}, "seconds": {}}
     have = store["calls"].setdefault(name, {})
     out, spent = {}, 0.0
-    for d, rows in write_rows.items():
+    for d, rows in tqdm(write_rows.items(), desc=f"write calls{name}", mininterval=30):
         stored = have.get(str(d), [])
         if len(stored) < len(rows):
             t0 = time.perf_counter()
