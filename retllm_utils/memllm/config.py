@@ -9,7 +9,8 @@ adapter on the first 90 (197,708: appendix C doubles its examples); two epochs o
 2 cores (1,794 s and 1,588 s, ~245 tokens/s; notebook 05; experiments/README.md "Write-recall levers" for why 180).
 100 dev documents are built (notebook 04): notebook 06 runs the write model over every sentence of the first
 `n_write_docs` (Table 4; its triples are MW[dev]), notebook 07 scores every Table 1 row on the first `n_eval_docs`
-(the cpu profile: the same 30, so rows ③ and ④ read a memory written from the whole of each scored document). gpu: every document, batch 16 as 4 micro-batches of 4 with activations
+(the cpu profile: the same 30, so rows ③ and ④ read a memory written from the whole of each scored document).
+gpu: every document, batch 16 as 4 micro-batches of 4 with activations
 recomputed (examples up to 1,024 tokens).
 """
 
