@@ -13,7 +13,9 @@ inspection, import / export) is `triple_store.TripleStore`; the SQLite rows, phr
   similarity (`char_similarity`, rapidfuzz) >= `fuzzy_char`, both per role; all matching triples come back. The
   paper's rule is the nearest with cosine >= `fuzzy`; the character check keeps another person sharing a surname
   from standing in ("Pierre Patel" for "Parisa Patel", cosine 0.76 with MiniLM) while typos and company paraphrases
-  still resolve (`retllm.matching` measured it).
+  still resolve (`fuzzy.matching` measured it). An alias spelt differently passes instead when `alias_form` finds
+  one an acronym of the other ("IBM" / "International Business Machines", "USA" / "United States") and its cosine
+  >= `fuzzy_alias[form]` (`fuzzy.aliases` calibrated it on Re-DocRED's mentions).
 - MemLLM read (`query_memllm`, `memllm_search`, MemLLM §3.1): candidate entities (cos >= `tau_entity`) and
   relations (cos >= `tau_relation`), triples whose mean of the two >= `tau_triple`, the other entities
   returned by score; a query with `q_thr` or more results returns nothing.
@@ -31,6 +33,8 @@ at a time (the others wait up to `busy_timeout` seconds), and every connection p
 
 from __future__ import annotations
 
+import re
+import unicodedata
 from dataclasses import dataclass, field
 from typing import Any, Mapping, NamedTuple, Sequence
 
@@ -62,6 +66,12 @@ __all__ = [
     "spelling_similarity",
     "first_passing",
     "role_value",
+    "ALIAS_FORMS",
+    "acronym_letters",
+    "initials",
+    "alias_form",
+    "alias_value",
+    "stand_in_by",
 ]
 
 Q_THR = 30  # MemLLM §3.1: a query with this many results or more is too broad to help (official code: >= 30)
@@ -102,6 +112,80 @@ def role_value(value: float | Mapping[str, float], role: str) -> float:
     return float(value[role]) if isinstance(value, Mapping) else float(value)
 
 
+# ------------------------------------------------------------------------------------------ aliases
+# "initialism": the acronym is the other's initials ("NYC" / "New York City", "MIT" skipping "of");
+# "abbreviation": it extends them by one letter ("USA" / "United States")
+ALIAS_FORMS = ("initialism", "abbreviation")
+# words an initialism may leave out ("MIT": Massachusetts Institute of Technology; "the United States")
+ALIAS_SKIP = frozenset("the of and for in on at to a an & de du des la le del der von van".split())
+# one word of 2-8 capitals or digits, each maybe dotted ("U.S."), maybe a plural "s" ("POWs")
+_ACRONYM = re.compile(r"(?:[A-Z0-9]\.?){2,8}s?")
+
+
+def _fold(text: str) -> str:
+    """Diacritics dropped ("Ålgård" -> "Algard"): accents do not change a name's initials."""
+    return "".join(c for c in unicodedata.normalize("NFKD", text) if not unicodedata.combining(c))
+
+
+def acronym_letters(term: str) -> str | None:
+    """The casefolded letters of an acronym-shaped term ("U.S." -> "us", "POWs" -> "pows"), else None: one word of
+    2-8 capitals or digits (dots, hyphens, "&" allowed), two of them capital letters; lower case is a word ("Us")."""
+    t = re.sub(r"[-\u2013&]", "", _fold(term).strip())
+    if not _ACRONYM.fullmatch(t) or sum(c.isupper() for c in t) < 2:
+        return None
+    return t.replace(".", "").casefold()
+
+
+def initials(phrase: str) -> set[str]:
+    """The casefolded initials of a phrase of two or more words: of all its words, and of those not in
+    `ALIAS_SKIP` ("Massachusetts Institute of Technology" -> {"miot", "mit"}); words split at spaces, hyphens, "/"."""
+    words = [w for w in re.split(r"[\s\-\u2013/]+", _fold(phrase)) if w and w[0].isalnum()]
+    kept = [w for w in words if w.casefold() not in ALIAS_SKIP]
+    return {"".join(w[0] for w in ws).casefold() for ws in (words, kept) if len(ws) >= 2}
+
+
+def alias_form(term: str, stored: str) -> str | None:
+    """Whether one of two phrases looks like an acronym of the other, either way round: "initialism" when its
+    letters are the other's initials (a plural "s" aside), "abbreviation" when they are those initials and one more
+    letter ("USA" / "United States"), None otherwise. Spelling only: `MemoryReads` also asks for a cosine."""
+    for short, long in ((term, stored), (stored, term)):
+        letters = acronym_letters(short)
+        heads = initials(long) if letters else set()
+        if not heads:
+            continue
+        forms = {letters, letters[:-1]} if letters.endswith("s") and len(letters) > 2 else {letters}
+        if forms & heads:
+            return "initialism"
+        if any(len(h) >= 2 and len(f) == len(h) + 1 and f.startswith(h) for f in forms for h in heads):
+            return "abbreviation"
+    return None
+
+
+def alias_value(value: float | Mapping[str, float], form: str) -> float:
+    """The cosine an alias form needs: a number applies to every form, a mapping gives one per form (a form it
+    leaves out never stands in; {} turns aliases off, the papers' rule)."""
+    if isinstance(value, Mapping):
+        return float(value.get(form, np.inf))
+    return float(value)
+
+
+def stand_in_by(
+    term: str,
+    stored: str,
+    cosine: float,
+    char: float,
+    vector: float,
+    char_min: float,
+    alias: float | Mapping[str, float],
+) -> str | None:
+    """Why `stored` may stand in for `term`: "spelling" (cosine >= `vector` and character similarity `char` >=
+    `char_min`), an alias form (`alias_form`, its cosine >= `alias_value(alias, form)`), or None: it may not."""
+    if cosine >= vector and char >= char_min:
+        return "spelling"
+    form = alias_form(term, stored)
+    return form if form is not None and cosine >= alias_value(alias, form) else None
+
+
 def first_passing(candidates: Sequence[tuple], vector: float, char: float) -> int | None:
     """Index of the first (nearest) candidate (..., cosine, char similarity) with cosine >= vector and char >= char."""
     return next((i for i, c in enumerate(candidates) if c[-2] >= vector and c[-1] >= char), None)
@@ -116,8 +200,11 @@ class Substitution(NamedTuple):
     # the phrase that stood in, else the nearest stored, still used one (None: none stored)
     stored: str | None
     cosine: float
-    accepted: bool  # cosine >= the role's `fuzzy` and char >= its `fuzzy_char`
+    # cosine >= the role's `fuzzy` and char >= its `fuzzy_char`, or an alias form whose cosine >= `fuzzy_alias`'s
+    accepted: bool
     char: float = float("nan")  # `char_similarity(term, stored, role)`
+    # the alias form (`alias_form`) that let it stand in; None: the spelling check did, or nothing stood in
+    alias: str | None = None
 
 
 @dataclass
@@ -132,11 +219,13 @@ class MemoryReads(TripleStore):
     """Both papers' reads over any backend's store: a backend's memory is `class X(MemoryReads, BackendStore)`.
 
     The read options are keyword arguments here, everything else goes to the backend's store, which opens first.
-    `tau_entity`, `tau_relation`, `tau_triple` (MemLLM), `fuzzy` (cosine) and `fuzzy_char` (character similarity,
-    0: no check; RET-LLM) default to the embedder's `thresholds`, else the paper's (`models.PAPER_THRESHOLDS`);
-    they are plain attributes, change them at will. `fuzzy` and `fuzzy_char` are a number for every role or a
-    mapping per role ({"subject": .., "relation": .., "object": ..}); `fuzzy_candidates`: how many nearest phrases
-    are checked; `q_thr`: MemLLM's Q_thr; `hnsw_ef_search`: HNSW's efSearch at read time.
+    `tau_entity`, `tau_relation`, `tau_triple` (MemLLM), `fuzzy` (cosine), `fuzzy_char` (character similarity,
+    0: no check) and `fuzzy_alias` (the cosine an alias form needs; RET-LLM) default to the embedder's
+    `thresholds`, else the paper's (`models.PAPER_THRESHOLDS`); they are plain attributes, change them at will.
+    `fuzzy` and `fuzzy_char` are a number for every role or a mapping per role ({"subject": .., "relation": ..,
+    "object": ..}), `fuzzy_alias` a number or a mapping per `ALIAS_FORMS` ({}: no alias stands in);
+    `fuzzy_candidates`: how many nearest phrases are checked; `q_thr`: MemLLM's Q_thr; `hnsw_ef_search`: HNSW's
+    efSearch at read time.
     """
 
     def __init__(
@@ -147,6 +236,7 @@ class MemoryReads(TripleStore):
         tau_triple: float | None = None,
         fuzzy: float | Mapping[str, float] | None = None,
         fuzzy_char: float | Mapping[str, float] | None = None,
+        fuzzy_alias: float | Mapping[str, float] | None = None,
         fuzzy_candidates: int = FUZZY_CANDIDATES,
         q_thr: int = Q_THR,
         hnsw_ef_search: int = 64,
@@ -159,6 +249,7 @@ class MemoryReads(TripleStore):
             "tau_triple": tau_triple,
             "fuzzy": fuzzy,
             "fuzzy_char": fuzzy_char,
+            "fuzzy_alias": fuzzy_alias,
         }
         th = {**PAPER_THRESHOLDS, **(getattr(self.embedder, "thresholds", None) or {})}
         for name, value in given.items():
@@ -209,7 +300,8 @@ class MemoryReads(TripleStore):
 
     def _stand_in(self, pos: int, term: str, vec: np.ndarray) -> tuple[int | None, Substitution]:
         """(phrase id or None, trace) for a term at query position `pos`: of its role's `fuzzy_candidates` nearest
-        stored phrases, the nearest with cosine >= `fuzzy` and character similarity >= `fuzzy_char`."""
+        stored phrases, the nearest with cosine >= `fuzzy` and character similarity >= `fuzzy_char`, or that is an
+        alias of the term (`stand_in_by`)."""
         role, kind = ROLES[pos]
         vector, char = role_value(self.fuzzy, role), role_value(self.fuzzy_char, role)
         limit = self.fuzzy_candidates if char > 0 else 1  # without a character check the nearest decides
@@ -217,9 +309,12 @@ class MemoryReads(TripleStore):
         if not found:
             return None, Substitution(role, term, None, float("nan"), False)
         cands = [(pid, text, cos, char_similarity(term, text, role)) for pid, text, cos in found]
-        i = first_passing(cands, vector, char)
-        pid, text, cos, sim = cands[0 if i is None else i]
-        return (None if i is None else pid), Substitution(role, term, text, cos, i is not None, sim)
+        for pid, text, cos, sim in cands:
+            how = stand_in_by(term, text, cos, sim, vector, char, self.fuzzy_alias)
+            if how is not None:
+                return pid, Substitution(role, term, text, cos, True, sim, None if how == "spelling" else how)
+        _, text, cos, sim = cands[0]
+        return None, Substitution(role, term, text, cos, False, sim)
 
     # ------------------------------------------------------------------------------------------ MemLLM read
     def memllm_search(self, query: Sequence[str]) -> list[tuple[str, float, Triple]]:

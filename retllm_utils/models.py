@@ -56,7 +56,7 @@ class Embedder(Protocol):
 
     name: str
     dim: int
-    # tau_entity, tau_relation, tau_triple; fuzzy, fuzzy_char (RET-LLM's read: a number, or one per role)
+    # tau_entity, tau_relation, tau_triple; fuzzy, fuzzy_char (RET-LLM's read: a number, or one per role), fuzzy_alias
     thresholds: dict[str, Any]
 
     def encode(self, texts: Sequence[str]) -> np.ndarray: ...
@@ -67,7 +67,7 @@ class NgramEmbedder:
 
     def __init__(self, dim: int = 256):
         self.name, self.dim = f"ngram-{dim}", dim
-        self.thresholds = {"tau_entity": 0.7, "tau_relation": 0.7, "tau_triple": 0.85, "fuzzy": 0.6, "fuzzy_char": 0.0}
+        self.thresholds = {**copy.deepcopy(PAPER_THRESHOLDS), "fuzzy": 0.6}  # the papers' own, a lower fuzzy
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         out = np.zeros((len(texts), self.dim), dtype=np.float32)

@@ -2,7 +2,8 @@
 h_AVG on `THRESHOLD_PAIRS` and on `fuzzy.stress`' near misses (how, and what was found: results/thresholds.md).
 
 An embedder carries its own (`models.Embedder.thresholds`): MemLLM's tau_entity / tau_relation / tau_triple, and
-RET-LLM's fuzzy read, `fuzzy` (a cosine) and `fuzzy_char` (a character similarity), each a number or one per role.
+RET-LLM's fuzzy read, `fuzzy` (a cosine) and `fuzzy_char` (a character similarity), each a number or one per role,
+and `fuzzy_alias` (the cosine an acronym-shaped alias needs, one per `memory.ALIAS_FORMS`).
 """
 
 from __future__ import annotations
@@ -18,7 +19,15 @@ __all__ = ["PAPER_THRESHOLDS", "MINILM_THRESHOLDS", "LLM_MEAN_THRESHOLDS", "THRE
 
 # MemLLM (Modarressi et al. 2024) set these for Contriever; the default for any encoder not measured here.
 # fuzzy_char 0: no character check, the paper's rule (`fuzzy.matching.measure` calibrates one for an encoder).
-PAPER_THRESHOLDS = {"tau_entity": 0.7, "tau_relation": 0.7, "tau_triple": 0.85, "fuzzy": 0.7, "fuzzy_char": 0.0}
+# fuzzy_alias {}: no alias stands in unless its cosine passes `fuzzy` (`fuzzy.aliases.measure` calibrates one).
+PAPER_THRESHOLDS = {
+    "tau_entity": 0.7,
+    "tau_relation": 0.7,
+    "tau_triple": 0.85,
+    "fuzzy": 0.7,
+    "fuzzy_char": 0.0,
+    "fuzzy_alias": {},
+}
 
 # Phrase pairs a memory lookup should / should not merge; `pair_cosines` re-measures any encoder on them.
 # fmt: off
@@ -53,10 +62,18 @@ MINILM_THRESHOLDS = {
     "tau_triple": 0.8,
     "fuzzy": {"subject": 0.18, "relation": 0.78, "object": 0.14},
     "fuzzy_char": {"subject": 0.70, "relation": 0.0, "object": 0.77},
+    "fuzzy_alias": {},
 }
 
 # no tau separates THRESHOLD_PAIRS for SmolLM2 h_AVG (results/thresholds.md): only near-identical strings merge
-LLM_MEAN_THRESHOLDS = {"tau_entity": 0.99, "tau_relation": 0.99, "tau_triple": 0.99, "fuzzy": 0.99, "fuzzy_char": 0.0}
+LLM_MEAN_THRESHOLDS = {
+    "tau_entity": 0.99,
+    "tau_relation": 0.99,
+    "tau_triple": 0.99,
+    "fuzzy": 0.99,
+    "fuzzy_char": 0.0,
+    "fuzzy_alias": {},
+}
 
 
 def pair_cosines(embedder: Embedder, pairs: Sequence[tuple] = THRESHOLD_PAIRS) -> np.ndarray:
