@@ -177,6 +177,15 @@ def test_save_writes_the_json_and_the_markdown_block_once(fixture_pairs, tmp_pat
     assert (tmp_path / "thresholds.md").read_text() == once
 
 
+def test_company_collisions_lists_acronym_forms_of_other_companies():
+    from retllm_utils.models import NgramEmbedder
+
+    hits = aliases.company_collisions(NgramEmbedder(), {"fuzzy_alias": {"initialism": 0.0}})
+    assert ["Lego Group", "LG", "initialism"] in [h[:3] for h in hits]
+    assert all(h[4] for h in hits if h[2] == "initialism") and not any(h[4] for h in hits if h[2] == "abbreviation")
+    assert not any(h[4] for h in aliases.company_collisions(NgramEmbedder(), {"fuzzy_alias": {}}))
+
+
 def test_committed_results_are_the_kits_thresholds():
     """results/fuzzy_aliases.json (`aliases.measure(load_embedder())`, `aliases.save`) chose MINILM_THRESHOLDS'
     fuzzy_alias with its spelling check; results/thresholds.md shows it as `markdown` writes it; on held-out

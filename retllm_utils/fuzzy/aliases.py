@@ -48,6 +48,7 @@ __all__ = [
     "word_subset",
     "other_paths",
     "near_misses",
+    "company_collisions",
     "measure",
     "markdown",
     "save",
@@ -267,6 +268,31 @@ def near_misses(embedder: Any, thresholds: Mapping[str, Any], seed: int = 0) -> 
     return out
 
 
+def company_collisions(embedder: Any, thresholds: Mapping[str, Any]) -> list[list]:
+    """Every company of data/companies.txt, plain and in each `fuzzy.stress.ORG_FORMS` form, that is an acronym form
+    of another company ("Lego Group" / "LG"): [query, stored, form, cosine, stands in], the stored one standing in
+    when the query's own company is not stored. The stress set meets such a pair only when its draw does."""
+    from ..retllm.synthetic import load_names
+    from .stress import ORG_FORMS
+
+    companies = sorted(load_names(DATA / "companies.txt"))
+    found = []
+    for org in companies:
+        queries = dict.fromkeys([org] + [f.format(org, lower=org.lower()) for f in ORG_FORMS])
+        found += [(q, other, alias_form(q, other)) for q in queries for other in companies if other != org]
+    found = [f for f in found if f[2] is not None]
+    if not found:
+        return []
+    vecs = unit(np.asarray(embedder.encode([t for f in found for t in f[:2]]), np.float32))
+    cos = (vecs[0::2] * vecs[1::2]).sum(axis=1)
+    alias = thresholds.get("fuzzy_alias", {})
+    out = []
+    for (q, other, form), c in zip(found, cos):
+        passes = stand_in_by(q, other, float(c), char_similarity(q, other, "object"), 2.0, 2.0, alias) is not None
+        out.append([q, other, form, round(float(c), 3), passes])
+    return out
+
+
 def _examples(scored: Sequence[ScoredPair], thresholds: Mapping[str, Any], n: int = 12) -> dict[str, list]:
     """Held-out pairs to read: the alias path's false stand-ins (all), the spelling check's and aliases still refused
     (the first `n` of each, in document order)."""
@@ -314,6 +340,7 @@ def measure(
             "with_aliases": near_misses(embedder, rule, seed),
         },
         "examples": _examples(test, rule),
+        "company_collisions": company_collisions(embedder, rule),
     }
 
 
@@ -371,6 +398,13 @@ def markdown(res: Mapping[str, Any]) -> str:
             held = res["other_paths"]["held_out"][role][form]
             cells = [f"{a[1]}: {_f(a[2])} / {b[1]}: {_f(b[2])}" for a, b in zip(rows, held)]
             lines.append(f"| {role} | {form} | " + " | ".join(cells) + " |")
+    hits = res.get("company_collisions", [])
+    shown = "; ".join(f'"{q}" -> "{o}" ({f}, {c}, {"stands in" if ok else "refused"})' for q, o, f, c, ok in hits)
+    lines += [
+        "",
+        "The synthetic data set's companies (data/companies.txt, plain and in the stress set's forms) that are an "
+        f"acronym form of another company (form, cosine, by the alias path alone): {shown or 'none'}.",
+    ]
     lines += ["", "`fuzzy.stress`' test set, false stand-ins (spelling check / + aliases):", ""]
     lines += ["| kind: case | pairs | false: spelling / + aliases | right: spelling / + aliases |"]
     lines += ["| --- | --- | --- | --- |"]
