@@ -24,20 +24,19 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+from retllm_utils.memllm.config import MemLLMConfig
 from retllm_utils.memllm.docred import load_docred, relation_names
 from retllm_utils.memllm.examples import build_write_rows, write_examples
-from retllm_utils.memllm.profiles import settings
 from retllm_utils.paths import DATA, ROOT
 
 RED = DATA / "redocred"
-CPU = settings("cpu")  # the sizes notebooks 04–06 use on the cpu profile
+CPU = MemLLMConfig.for_profile("cpu")  # the sizes notebooks 04–06 use on the cpu profile
 
 
 def train(n_docs: int, epochs: float, out: Path, *, seed: int = 0, model_id: str = "smollm2-135m-instruct") -> dict:
     """A write adapter on the first `n_docs` training documents: notebook 04's rows and notebook 05's training
     (`MemLLMConfig`'s cpu profile with these epochs, `training.train_or_reuse`: an adapter already in `out` that was
     trained the same way is reused)."""
-    from retllm_utils.memllm.config import MemLLMConfig
     from retllm_utils.memllm.dataset import render
     from retllm_utils.models import load_model
     from retllm_utils.training import build_sft_dataset, train_or_reuse
@@ -61,8 +60,7 @@ def evaluate(adapter: Path, docs: range, variants: list[str], *, model_id: str =
 
     dev, rel = load_docred(RED / "dev_revised.json"), relation_names(RED / "rel_info.json")
     rows = {
-        d: write_examples(dev[d], rel, max_pretext_chars=CPU["max_pretext_chars"])[: CPU["write_sentences"]]
-        for d in docs
+        d: write_examples(dev[d], rel, max_pretext_chars=CPU.max_pretext_chars)[: CPU.write_sentences] for d in docs
     }
     gold = {d: [tuple(t) for r in rs for t in r["triples"]] for d, rs in rows.items()}
     model, tok = load_model(model_id)
@@ -80,7 +78,7 @@ def evaluate(adapter: Path, docs: range, variants: list[str], *, model_id: str =
                 relations=relations,
                 distinct_pairs=v == "distinct",
                 late_stopping=5,
-                max_new_tokens=CPU["max_write_tokens"],
+                max_new_tokens=CPU.max_write_tokens,
             )
             for d, rs in rows.items()
         }

@@ -46,7 +46,7 @@ Core:
 - `answers`: the memory's exact reply and the answer sentences that state it (`stated_facts` reads them back).
 - `phrasings`: how that data set states each relation and asks each query type (the tables `generator` draws from).
 - `evaluation`: held-out API exact match, answer accuracy, zero-shot baseline (§4, Figures 3–5; notebooks 02–03).
-- `config`: `RetLLMConfig`, the smoke / cpu / gpu settings of notebooks 01–03 (`profiles`: them as dicts, for now).
+- `config`: `RetLLMConfig`, the smoke / cpu / gpu settings of notebooks 01–03 and tools/train_accelerate.py.
 
 `memllm/` — MemLLM (Modarressi et al., 2024):
 - `docred`: Re-DocRED documents, gold triples, gold-memory lookups (§4; notebook 04).
@@ -58,7 +58,7 @@ Core:
 - `perplexity`: Table 1 — OVERALL / TARGET / ENTITY NLL with memory reads, reference and fast evaluators (notebook 07).
 - `table1`: Table 1's rows, the paper's numbers, aggregation and paired bootstrap intervals.
 - `write_quality`: Table 4 — memory-write precision / recall, exact and embedding-matched (App. F; notebook 06).
-- `config`: `MemLLMConfig`, the smoke / cpu / gpu settings of notebooks 04–07 (`profiles`: them as dicts, for now).
+- `config`: `MemLLMConfig`, the smoke / cpu / gpu settings of notebooks 04–07 and tools/train_accelerate.py.
 """
 
 __version__ = "0.1.0"

@@ -146,3 +146,25 @@ def test_intervals_bracket_the_rate_and_shrink_with_more_examples():
     a, b = ev.with_intervals(small, ["api_em"]).loc["per"], ev.with_intervals(big, ["api_em"]).loc["per"]
     assert a["api_em_lo"] < 0.8 < a["api_em_hi"] and b["api_em_lo"] < 0.8 < b["api_em_hi"]
     assert b["api_em_hi"] - b["api_em_lo"] < (a["api_em_hi"] - a["api_em_lo"]) / 3
+
+
+def test_notebook_03_figure_from_its_saved_results_has_every_pass_a_y_label_and_a_legend_clear_of_the_bars():
+    import json
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from retllm_utils.paths import RESULTS
+
+    results = json.loads((RESULTS / "03_retllm.json").read_text())
+    shown = ev.plotted_scores(results)
+    assert list(shown) == ["zero-shot base", "RET-LLM, test", "RET-LLM, paraphrase", "RET-LLM, paper's loss mask, test"]
+    fig = ev.plot_by_query_type(shown, title="t")
+    left, right = fig.axes
+    assert left.get_ylabel() and not left.get_legend() and [t.get_text() for t in fig.legends[0].texts] == list(shown)
+    fig.canvas.draw()
+    legend = fig.legends[0].get_window_extent()
+    assert all(legend.y1 < ax.get_window_extent().y0 for ax in (left, right))  # below the panels: it covers no bar
+    # the bars are the saved numbers: RET-LLM's (per) call exact match on the test split
+    heights = {round(p.get_x() + p.get_width() / 2, 3): p.get_height() for p in left.patches}
+    assert heights[round(-0.1, 3)] == results["test"]["per"]["api_em"]

@@ -13,8 +13,8 @@ import random
 from typing import Mapping, NamedTuple, Sequence
 
 from ..paths import DATA
+from ..retllm.config import RetLLMConfig
 from ..retllm.phrasings import RELATIONS
-from ..retllm.profiles import PROFILES
 from ..retllm.synthetic import _name_pools, load_names
 
 __all__ = [
@@ -69,8 +69,8 @@ class Pair(NamedTuple):
 def name_pool(split: str, seed: int = 0, profile: str = "cpu") -> list[str]:
     """The people of one split of the synthetic data set (`synthetic._name_pools`, `make_dataset`'s default scene
     size): disjoint across splits, so thresholds calibrated on "validation" are measured on new people."""
-    p = PROFILES[profile]
-    sizes = {"train": p["n_train"], "validation": p["n_val"], "test": p["n_test"], "paraphrase": p["n_paraphrase"]}
+    p = RetLLMConfig.for_profile(profile)
+    sizes = {"train": p.n_train, "validation": p.n_val, "test": p.n_test, "paraphrase": p.n_paraphrase}
     first, last = load_names(DATA / "first_names.txt"), load_names(DATA / "last_names.txt")
     return _name_pools(seed, first, last, sizes, (3, 8))[split]
 

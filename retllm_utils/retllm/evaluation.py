@@ -17,6 +17,8 @@ the user-facing answer. The zero-shot baseline gets the same facts as plain stat
   message nor, for reads, phrases stored in the memory (`copying.invented_terms`), and answer facts naming
   someone or something the memory's reply and the message never named.
 - Intervals: 95% percentile bootstrap over examples, per query type (`with_intervals`).
+- Notebook 03's figure, per query type with those intervals: `plot_by_query_type`, drawn from the notebook's tables
+  or from the scores it saves (`plotted_scores(json.load(results/03_retllm.json))`).
 """
 
 from __future__ import annotations
@@ -47,6 +49,8 @@ __all__ = [
     "evaluate_retllm",
     "evaluate_zero_shot",
     "summarize",
+    "plot_by_query_type",
+    "plotted_scores",
     "generate_batch",
     "zero_shot_qa_prompt",
     "ZERO_SHOT_QA",
@@ -318,3 +322,62 @@ def with_intervals(
         rows[qtype] = rec
     order = [q for q in (*QUERY_TYPES, "write", "all") if q in rows]
     return pd.DataFrame.from_dict(rows, orient="index").loc[order]
+
+
+# ---------------------------------------------------------------------------------------------- notebook 03's figure
+PLOTTED = (("api_em", "API-call exact match"), ("facts_acc", "answer (facts)"))
+COMPARED = ("RET-LLM, whole-sequence loss", "RET-LLM, paper's loss mask")  # notebook 03's two adapters' passes
+
+
+def plot_by_query_type(
+    scores: Mapping[str, Any],
+    *,
+    title: str = "",
+    metrics: Sequence[tuple[str, str]] = PLOTTED,
+    colors: Sequence[str] = ("tab:gray", "tab:blue", "tab:orange", "tab:green"),
+):
+    """One panel per metric: each pass's score per query type as a bar, its 95% interval as the error bar.
+
+    `scores`: pass name -> per query type the metric with its `_lo` / `_hi` bounds, either `with_intervals`' table
+    or the same as notebook 03 saves it ({query type: {metric: value}}; `plotted_scores`). Query types in the first
+    pass's order, "all" left out; the legend sits below the panels, clear of the bars. Returns the figure.
+    """
+    import matplotlib.pyplot as plt
+
+    tables = {
+        name: (t if isinstance(t, pd.DataFrame) else pd.DataFrame.from_dict(t, orient="index")).astype(float)
+        for name, t in scores.items()
+    }
+    qtypes = [q for q in next(iter(tables.values())).index if q != "all"]
+    fig, axes = plt.subplots(1, len(metrics), figsize=(10, 3.9), dpi=100, sharey=True, layout="constrained")
+    width = 0.8 / len(tables)
+    for ax, (metric, label) in zip(axes, metrics):
+        for k, (name, table) in enumerate(tables.items()):
+            t = table.reindex(qtypes)
+            if metric not in t:
+                continue
+            x = [i + (k - (len(tables) - 1) / 2) * width for i in range(len(qtypes))]
+            err = [t[metric] - t[f"{metric}_lo"], t[f"{metric}_hi"] - t[metric]]
+            ax.bar(x, t[metric], width=width, color=colors[k], label=name, yerr=err, capsize=2)
+        ax.set(title=label, ylim=(0, 1.05), xticks=range(len(qtypes)))
+        ax.set_xticklabels(qtypes, rotation=40)
+    axes[0].set_ylabel("share of examples (95% interval)")
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="outside lower center", ncol=len(labels), fontsize=8, frameon=False)
+    if title:
+        fig.suptitle(title, fontsize=9)
+    return fig
+
+
+def plotted_scores(results: Mapping[str, Any]) -> dict[str, Any]:
+    """The passes notebook 03's figure shows, as its saved results hold them (results/03_retllm.json): the
+    zero-shot base, RET-LLM on the test and paraphrase splits, and the other adapter on the test split if it ran."""
+    shown = {
+        "zero-shot base": results["baselines"]["zero-shot base"],
+        "RET-LLM, test": results["test"],
+        "RET-LLM, paraphrase": results["paraphrase"],
+    }
+    for name in COMPARED:
+        if name in results["baselines"]:
+            shown[f"{name}, test"] = results["baselines"][name]
+    return shown
