@@ -37,9 +37,7 @@ from .reads import MAX_QUERIES, QUERY_NAMES
 
 __all__ = ["MemLLMConfig", "PROFILES", "DATA_FIELDS"]
 
-SHARES = Check(
-    "a sequence of shares in (0, 1]", lambda v: isinstance(v, tuple) and all(0 < float(x) <= 1 for x in v)
-)
+SHARES = Check("a sequence of shares in (0, 1]", lambda v: isinstance(v, tuple) and all(0 < float(x) <= 1 for x in v))
 SIZES = Check(
     "a sequence of ints >= 0", lambda v: isinstance(v, tuple) and all(isinstance(n, int) and n >= 0 for n in v)
 )
