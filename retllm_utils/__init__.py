@@ -39,6 +39,7 @@ Core:
 - `stress`: a labelled stress set of near misses (typos, namesakes, company forms, relation paraphrases).
 - `matching`: that set scored by cosine and character similarity, threshold sweeps, calibration, plots.
 - `aliases`: acronyms that may stand in ("USA" / "United States"), calibrated on Re-DocRED's entity mentions.
+- `alias_report`: that calibration's numbers written to results/fuzzy_aliases.json and results/thresholds.md.
 
 `retllm/` — RET-LLM (Modarressi et al., 2023):
 - `synthetic`: the people–company data set from a `RetLLMConfig`, saved and loaded (§3.3, Tables 1–2; notebook 01).

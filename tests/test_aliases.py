@@ -7,7 +7,7 @@ import json
 import pytest
 
 from retllm_utils.api import Triple
-from retllm_utils.fuzzy import aliases
+from retllm_utils.fuzzy import alias_report, aliases
 from retllm_utils.fuzzy.aliases import MentionPair, ScoredPair
 from retllm_utils.memory import INDEX_KINDS, TripleMemory, acronym_letters, alias_form, initials, stand_in_by
 from retllm_utils.paths import RESULTS
@@ -168,12 +168,12 @@ def test_save_writes_the_json_and_the_markdown_block_once(fixture_pairs, tmp_pat
         "near_misses": {"spelling": near, "with_aliases": near},
     }
     (tmp_path / "thresholds.md").write_text("# Thresholds\n\nprose\n")
-    path = aliases.save(res, tmp_path)
+    path = alias_report.save(res, tmp_path)
     assert json.loads(path.read_text()) == res
     once = (tmp_path / "thresholds.md").read_text()
-    assert once.startswith("# Thresholds\n\nprose\n") and once.count(aliases.MD_START) == 1
-    assert aliases.markdown(res) in once and '"U.S." / "United States" (LOC, 0.877)' in once
-    aliases.save(res, tmp_path)  # a second save replaces the block
+    assert once.startswith("# Thresholds\n\nprose\n") and once.count(alias_report.MD_START) == 1
+    assert alias_report.markdown(res) in once and '"U.S." / "United States" (LOC, 0.877)' in once
+    alias_report.save(res, tmp_path)  # a second save replaces the block
     assert (tmp_path / "thresholds.md").read_text() == once
 
 
@@ -193,7 +193,7 @@ def test_committed_results_are_the_kits_thresholds():
     res = json.loads((RESULTS / aliases.RESULTS_JSON).read_text())
     assert res["fuzzy_alias"] == MINILM_THRESHOLDS["fuzzy_alias"]
     assert res["spelling_check"] == {k: MINILM_THRESHOLDS[k] for k in ("fuzzy", "fuzzy_char")}
-    assert aliases.markdown(res) in (RESULTS / "thresholds.md").read_text()
+    assert alias_report.markdown(res) in (RESULTS / "thresholds.md").read_text()
     held = res["held_out"]["all"]
     assert sum(held[f]["added_false"] for f in ("initialism", "abbreviation")) <= 0.01 * held["negatives"]
     assert held["with_aliases"]["alias_recall"] > held["spelling"]["alias_recall"]
