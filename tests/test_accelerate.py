@@ -79,3 +79,36 @@ def test_two_processes_train_one_retllm_adapter_then_reuse_it(tmp_path):
     again = launch()
     assert again.stdout.count("adapter: reusing") == 1 and "done:" not in again.stdout
     assert (out / "adapter_model.safetensors").stat().st_mtime_ns == stamp
+
+
+def test_the_fsdp_config_on_a_machine_without_cuda_stops_with_why_instead_of_training_unsharded(tmp_path):
+    # accelerate 1.15 turns FSDP on only over GPUs: on the CPU, fsdp_multi_gpu.yaml would raise in accelerate's FSDP
+    # plugin ("There are currently no available devices found, must be one of 'XPU', 'CUDA', ...": its
+    # sync_module_states), and without that option train plain DDP while the config says FSDP. Both processes stop
+    # first, saying why, before any model is loaded.
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("a CUDA machine runs FSDP")
+    cmd = [
+        sys.executable,
+        "-m",
+        "accelerate.commands.accelerate_cli",
+        "launch",
+        "--config_file",
+        str(ROOT / "configs/accelerate/fsdp_multi_gpu.yaml"),
+        "--num_processes",
+        "2",
+        "--main_process_port",
+        str(_free_port()),
+        str(ROOT / "tools/train_accelerate.py"),
+        "retllm",
+        "--profile",
+        "smoke",
+        "--out",
+        str(tmp_path / "adapter"),
+    ]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "RETLLM_RUNS": str(tmp_path / "runs"), "PYTHONPATH": str(ROOT)}
+    p = subprocess.run(cmd, env=env, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert p.returncode != 0 and (p.stdout + p.stderr).count("FSDP shards the model over GPUs") >= 1, p.stderr[-3000:]
+    assert not (tmp_path / "adapter").exists()

@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import os
 import sys
 import warnings
 from pathlib import Path
@@ -29,6 +30,7 @@ if str(ROOT) not in sys.path:  # runnable as `tools/train_accelerate.py` without
     sys.path.insert(0, str(ROOT))
 
 ADAPTERS = {"retllm": ("masked", "nomask"), "memllm": ("write", "read")}
+FSDP_NEEDS_CUDA = "FSDP shards the model over GPUs"
 # the config fields these options set; a value left out (None) is the profile's
 OPTIONS = {
     "seed": int,
@@ -112,9 +114,17 @@ def main(argv: list[str] | None = None) -> None:
 
     warnings.filterwarnings("ignore", message="`is_gradient_checkpointing` is deprecated", category=FutureWarning)
     datasets.disable_progress_bars()
+    # FSDP as the launcher sets it: PartialState reports only the process layout (MULTI_GPU); the FSDP state is made
+    # later, by the Trainer's Accelerator
+    fsdp = os.environ.get("ACCELERATE_USE_FSDP", "false").lower() == "true"
+    if fsdp and not torch.cuda.is_available():
+        # accelerate 1.15 turns FSDP on only over GPUs (and XPU, NPU ...): on the CPU it would train unsharded (DDP)
+        raise SystemExit(
+            f"{FSDP_NEEDS_CUDA}: this machine has no CUDA; configs/accelerate/cpu_2proc.yaml runs on the CPU"
+        )
     # the launcher's processes, gloo on a machine without CUDA (accelerate makes MULTI_CPU only when told cpu=True)
     state = PartialState(cpu=not torch.cuda.is_available())
-    world, fsdp = state.num_processes, state.distributed_type.name == "FSDP"
+    world = state.num_processes
     config.batch_split(world)  # a batch that does not split over the processes stops here, in every process
     out = a.out or run_dir(a.paper, a.profile, "accelerate", a.adapter)
     # FSDP loads on the CPU and shards; otherwise each process puts its replica on its own device
@@ -123,7 +133,7 @@ def main(argv: list[str] | None = None) -> None:
     with state.main_process_first():  # the main process converts the GGUF and builds/saves the data set once
         model, tokenizer = load_model(a.model_id, device=device, dtype=dtype)
         ds = training_set(a, config, tokenizer)
-    info = {"paper": a.paper, "adapter": a.adapter, "distributed_type": state.distributed_type.name}
+    info = {"paper": a.paper, "adapter": a.adapter, "distributed_type": "FSDP" if fsdp else state.distributed_type.name}
     done = train_or_reuse(
         out,
         ds,
