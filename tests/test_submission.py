@@ -27,6 +27,7 @@ def test_names_resolve_exactly_then_normalised_and_the_rest_is_counted():
     out = export_document(DOC, written, REL)
     assert out.facts == [{"title": "Willi", "h_idx": 0, "t_idx": 1, "r": "P27", "evidence": [0, 1]}]
     assert out.dropped == {"entity ambiguous": 1, "entity unmatched": 1, "relation not in rel_info": 1}
+    assert out.unmatched == [("Bob", None)]
 
 
 def test_scores_follow_the_official_evaluation():

@@ -43,6 +43,7 @@ class Export:
 
     facts: list[dict] = field(default_factory=list)
     dropped: Counter = field(default_factory=Counter)
+    unmatched: list[tuple[str, str | None]] = field(default_factory=list)  # (string, a mention it overlaps, if any)
 
 
 def _entity_index(doc: Mapping[str, Any]) -> tuple[dict[str, set[int]], dict[str, set[int]]]:
@@ -87,6 +88,12 @@ def export_document(
         h, t = _resolve(s, exact, norm), _resolve(o, exact, norm)
         if isinstance(h, str) or isinstance(t, str):
             out.dropped[f"entity {h if isinstance(h, str) else t}"] += 1
+            for x, r_ in ((s, h), (o, t)):
+                if r_ == "unmatched":
+                    near = next(
+                        (m for m in exact if x.casefold() in m.casefold() or m.casefold() in x.casefold()), None
+                    )
+                    out.unmatched.append((x, near))
             continue
         if h == t:
             out.dropped["subject and object one entity"] += 1
@@ -112,6 +119,7 @@ def export_documents(
         one = export_document(docs[d], pairs, rel_ids)
         out.facts += one.facts
         out.dropped += one.dropped
+        out.unmatched += one.unmatched
     return out
 
 
