@@ -55,7 +55,8 @@ Core:
 - `reads`: the read training rows and the dev documents Table 1 scores (§3.3.2, App. B–C; notebook 04).
 - `dataset`: the DatasetDict notebook 04 builds and saves (`make_dataset`, `render`) and notebooks 05–06 load.
 - `controller`: `MemLLMController` (§3.2): the write model per sentence, the read model reading mid-text.
-- `generation`: the one MemLLM decoding path — write calls (App. A late stopping) and read queries (notebooks 05–06).
+- `generation`: the model step and the write call (App. A late stopping), decoded once for notebooks 05–07.
+- `reading`: the read model's decoders on the same step: a read query as the official evaluation parses it, text.
 - `perplexity`: Table 1 — OVERALL / TARGET / ENTITY NLL with memory reads, reference and fast evaluators (notebook 07).
 - `table1`: Table 1's rows, the paper's numbers, aggregation and paired bootstrap intervals.
 - `write_quality`: Table 4 — memory-write precision / recall, exact and embedding-matched (App. F; notebook 06).

@@ -9,6 +9,7 @@ import torch
 
 from retllm_utils.api import Triple
 from retllm_utils.memllm import generation as G
+from retllm_utils.memllm import reading as R
 
 
 class ToyTokenizer:
@@ -200,7 +201,7 @@ def test_the_close_token_must_be_one_token():
 # ------------------------------------------------------------------------------------------------ read
 def test_read_query_after_the_forced_opener():
     step = ScriptedStep(lambda text: "Ann>>employer>>;>>founded by>>Bob)-->" if text.endswith("({MEM_READ(") else "?")
-    q = G.read_query(step, TOK, ids("Text "))
+    q = R.read_query(step, TOK, ids("Text "))
     assert step.fed[: len(ids("Text ({MEM_READ("))] == ids("Text ") + ids("({MEM_READ(")
     assert q.queries == [Triple("Ann", "employer", ""), Triple("", "founded by", "Bob")] and q.end == "query"
     assert TOK.decode(q.ids) == "({MEM_READ(Ann>>employer>>;>>founded by>>Bob)-->"
@@ -211,7 +212,7 @@ def test_a_read_query_is_not_cut_at_an_escaped_separator_inside_a_term():
     # a subject ending in ")--" is written "x\\)--" and then ">>": the text passes through "x\\)-->", which must not
     # end the query (the call's own ")-->" does)
     step = ScriptedStep(lambda text: r"x\)-->>r>>)-->" if text.endswith("({MEM_READ(") else "?")
-    q = G.read_query(step, TOK, ids("Text "))
+    q = R.read_query(step, TOK, ids("Text "))
     assert q.end == "query" and q.queries == [Triple("x)--", "r", "")]
 
 
@@ -225,11 +226,11 @@ def test_a_read_query_is_not_cut_at_an_escaped_separator_inside_a_term():
     ],
 )
 def test_read_query_abandons_degenerate_calls_when_a_limit_is_given(query, end):
-    q = G.read_query(ScriptedStep(lambda text: query), TOK, max_new_tokens=30, max_queries=3)
+    q = R.read_query(ScriptedStep(lambda text: query), TOK, max_new_tokens=30, max_queries=3)
     assert q.queries is None and q.end == end
     if end in ("too many", "repeat"):  # at once: at the ';' that starts the fourth or ends the repeated query
         assert TOK.decode(q.ids).endswith(";") and TOK.decode(q.ids).count(";") == (3 if end == "too many" else 2)
-    three = G.read_query(ScriptedStep(lambda text: "a>>r>>;b>>r>>;c>>r>>)-->"), TOK)
+    three = R.read_query(ScriptedStep(lambda text: "a>>r>>;b>>r>>;c>>r>>)-->"), TOK)
     assert len(three.queries) == 3
 
 
@@ -243,12 +244,12 @@ def test_read_query_abandons_degenerate_calls_when_a_limit_is_given(query, end):
     ],
 )
 def test_read_query_keeps_every_valid_query_as_the_official_evaluation(query, queries, end):
-    q = G.read_query(ScriptedStep(lambda text: query), TOK, max_new_tokens=len(TOK(query)["input_ids"]))
+    q = R.read_query(ScriptedStep(lambda text: query), TOK, max_new_tokens=len(TOK(query)["input_ids"]))
     assert q.end == end and [t.subject for t in q.queries] == queries
 
 
 def test_read_query_ends_at_the_end_token():
-    q = G.read_query(ScriptedStep(lambda text: "a>>r" if text.endswith("(") else ""), TOK)
+    q = R.read_query(ScriptedStep(lambda text: "a>>r" if text.endswith("(") else ""), TOK)
     assert q.queries is None and q.end == "end" and TOK.decode(q.ids) == "({MEM_READ(a>>r"
 
 
@@ -258,14 +259,14 @@ def test_continue_text_stops_before_the_read_opener_unless_reads_are_off():
         return "Ann studied at ({MEM_READ(" if text == "Hi." else "x"
 
     step = ScriptedStep(respond)
-    out = G.continue_text(step, step(ids("Hi.")), TOK, max_new_tokens=50)
+    out = R.continue_text(step, step(ids("Hi.")), TOK, max_new_tokens=50)
     assert TOK.decode(out.ids) == "Ann studied at " and out.end == "read"
     assert int(out.logits.argmax()) == TOK.convert_tokens_to_ids("({")
     off = ScriptedStep(respond)
-    out = G.continue_text(off, off(ids("Hi.")), TOK, max_new_tokens=50, reads=False)
+    out = R.continue_text(off, off(ids("Hi.")), TOK, max_new_tokens=50, reads=False)
     assert "({" not in TOK.decode(out.ids) and out.end == "end"  # "({" removed: the end token is the next best
     long = ScriptedStep(lambda text: "x" * 10)
-    limited = G.continue_text(long, long(ids("Hi.")), TOK, max_new_tokens=3)
+    limited = R.continue_text(long, long(ids("Hi.")), TOK, max_new_tokens=3)
     assert TOK.decode(limited.ids) == "xxx" and limited.end == "limit" and long.fed == ids("Hi.xx")
 
 

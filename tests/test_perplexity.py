@@ -13,7 +13,7 @@ import torch
 
 from retllm_utils.api import Triple, format_memllm_read_query, format_memllm_read_reply
 from retllm_utils.memllm import perplexity as P
-from retllm_utils.memllm.generation import ReadQuery
+from retllm_utils.memllm.reading import ReadQuery
 from retllm_utils.memllm.write_quality import generate_write, score_embedded, score_exact
 from retllm_utils.models import NgramEmbedder
 
@@ -450,7 +450,9 @@ def test_merged_points_fold_on_the_first_query():
         "read_targets": [["A"], ["B"], ["C"]],
         "read_queries": [[["x", "r", ""], ["y", "s", ""]], [["x", "r", ""]], [["z", "r", ""]]],
     }
-    points = P._merged_points(row)
+    from retllm_utils.memllm.table1 import _merged_points
+
+    points = _merged_points(row)
     assert [p["char"] for p in points] == [5, 40] and points[0]["targets"] == ["A", "B"]
     assert len(points[0]["queries"]) == 2  # the merged point keeps its own queries
 

@@ -16,7 +16,7 @@ from typing import Any, Callable, Sequence
 from .. import api
 from ..api import ApiError, Triple
 from ..controller import Turn, error_event, neutralize
-from . import generation
+from . import generation, reading
 from .reads import MAX_QUERIES
 
 __all__ = ["MemLLMController", "neutralize_memllm"]
@@ -126,7 +126,7 @@ class MemLLMController:
         active: list[Triple] | None = None
         reads_left, budget, first, trace = self.max_calls, self.max_new_tokens, True, []
         while True:
-            out = generation.continue_text(
+            out = reading.continue_text(
                 step, logits, tok, max_new_tokens=budget, reads=reads_left > 0, read_first=first
             )
             plain, context, budget, first = plain + out.ids, context + out.ids, budget - len(out.ids), False
@@ -136,9 +136,7 @@ class MemLLMController:
                 break
             reads_left -= 1
             read_step = self.read_steps()
-            q = generation.read_query(
-                read_step, tok, plain, max_new_tokens=self.max_query_tokens, max_queries=MAX_QUERIES
-            )
+            q = reading.read_query(read_step, tok, plain, max_new_tokens=self.max_query_tokens, max_queries=MAX_QUERIES)
             call = tok.decode(q.ids)
             skip = (
                 f"no valid query ({q.end})"

@@ -23,7 +23,7 @@ merges them so); TARGET still averages over every original target span.
 Where reads happen (`ReadSetup.positions`): "none"; "gold" (the dev set's read points); "model": at every boundary
 where the model's top next token is "({" (the call opener) in the current context (the kit's argmax policy, row ⑤′).
 The query is the model's greedy continuation of D[:p] + "({MEM_READ(" up to ")-->" (`queries="model"`:
-`generation.read_query`, the controller's decoder too), or the gold queries. The reply holds at most 30 results
+`reading.read_query`, the controller's decoder too), or the gold queries. The reply holds at most 30 results
 (`MAX_RESULTS`, as the official code truncates), plus the gold targets where the row adds them. The memory is read as
 the official evaluation reads it (`memory_lookup`): exact matches first, and a broad query truncated rather than
 dropped (Q_thr drops it only where `drop_broad` asks for the paper's text's rule).
@@ -47,29 +47,27 @@ so a text token is scored given that no call opens). In the `mix` rows nothing i
 positions stays a loss, as in the official code) except the first token of the no-read branch at a read point,
 which is conditioned on not opening the call there. `mask_open=True/False` overrides the row's choice (tests).
 
-Rows that decode their own queries with the same model may share a `query_cache` (a dict): a read's query depends
-only on its plain pretext D[:p], so rows ③, ⑤ and ⑥ decode each gold point's query once (tests: the rows score the
-same with and without it).
+Rows that decode their own queries may share a `query_cache` (a dict): a query depends only on its plain pretext
+D[:p], so rows ③, ⑤ and ⑥ decode each gold point's query once (tests: same scores with and without it).
 
-Two evaluators with one definition: `reference_doc` re-runs the model on the whole context at every token (the
-plain and the read branch both, in `mix` rows; slow, as the paper's code scores; used by tests), `fast_doc` runs
-one teacher-forced pass over D and, at each read, branches from a cropped copy of the prefix's KV cache
-(transformers DynamicCache), feeding the call, the reply and the following tokens in chunks; its query decoding is
-a `generation.ModelStep` on that cropped cache. They agree to float tolerance (tests: 1e-4 in mean NLL). Metrics,
-the paper's numbers and bootstrap intervals: `table1`.
+Two evaluators, one definition: `reference_doc` re-runs the model on the whole context at every token (slow, as
+the paper's code scores; tests), `fast_doc` runs one pass over D and branches each read from a cropped copy of the
+prefix's KV cache, decoding queries with a `generation.ModelStep` on it; they agree to 1e-4 in mean NLL (tests).
+Metrics, the paper's numbers and bootstrap intervals: `table1`.
 """
 
 from __future__ import annotations
 
 import copy
 import time
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 import torch
 
 from ..api import Triple, format_memllm_read_query, format_memllm_read_reply
-from .generation import OPEN, ModelStep, Step, forward_cached, piece, read_query, token_id
+from .generation import OPEN, ModelStep, Step, forward_cached, piece, token_id
+from .reading import read_query
 from .reads import MAX_RESULTS
 from .table1 import (
     PAPER_CLAIMS,
@@ -82,6 +80,7 @@ from .table1 import (
     aggregate,
     claim_intervals,
     paired_bootstrap,
+    prepare_doc,
 )
 
 __all__ = [
@@ -107,55 +106,6 @@ __all__ = [
 
 Lookup = Callable[[Sequence[Triple]], list]
 # the rows (`ReadSetup`, `TABLE1_ROWS`), the document and result types, metrics and intervals live in `table1`
-
-
-def _merged_points(row: Mapping[str, Any]) -> list[dict]:
-    """Gold read points in reading order: points at one position ask all their queries; a point whose first query
-    is the previous point's first query folds into it (official eval builder; idempotent)."""
-    spans_all = row.get("read_target_spans_all") or [[s] for s in row["read_target_spans"]]
-    points: list[dict] = []
-    for k in sorted(range(len(row["read_chars"])), key=lambda k: row["read_chars"][k]):
-        c, qs = row["read_chars"][k], [Triple(*q) for q in row["read_queries"][k]]
-        prev = points[-1] if points else None
-        if prev is not None and (prev["char"] == c or prev["queries"][:1] == qs[:1]):
-            if prev["char"] == c:  # same position: one call asks all
-                prev["queries"] += [q for q in qs if q not in prev["queries"]]
-            prev["targets"] += [t for t in row["read_targets"][k] if t not in prev["targets"]]
-            prev["spans"] += [list(s) for s in spans_all[k]]
-            continue
-        points.append({"char": c, "queries": qs, "targets": list(row["read_targets"][k]), "spans": spans_all[k]})
-    return points
-
-
-def prepare_doc(tokenizer: Any, row: Mapping[str, Any], max_tokens: int | None = None) -> EvalDoc:
-    """Tokenize a `docs_dev` row in pieces cut before each gold read word; `max_tokens` truncates (for tests)."""
-    text, points = row["text"], _merged_points(row)
-    cuts = sorted({0, len(text), *(p["char"] - 1 for p in points if p["char"] > 0)})
-    ids, offsets = [], []
-    for a, b in zip(cuts, cuts[1:]):
-        enc = tokenizer(text[a:b], add_special_tokens=False, return_offsets_mapping=True)
-        ids += enc["input_ids"]
-        offsets += [(a + s, a + e) for s, e in enc["offset_mapping"]]
-    if max_tokens is not None:
-        ids, offsets = ids[:max_tokens], offsets[:max_tokens]
-    start = {s: i for i, (s, _) in enumerate(offsets)}
-
-    def tokens(a: int, b: int) -> list[int]:
-        return [i for i, (s, e) in enumerate(offsets) if i >= 1 and s < b and e > a]
-
-    gold, queries, targets, target_tokens, target_points = {}, [], [], [], []
-    for p in points:
-        t = start.get(p["char"] - 1 if p["char"] > 0 else 0)
-        if t is None or t == 0:
-            continue  # a read at the very first token has no context; one cut off by max_tokens is dropped
-        gold[t] = len(queries)
-        target_tokens += [tokens(*s) for s in p["spans"]]
-        target_points += [len(queries)] * len(p["spans"])
-        queries.append(p["queries"])
-        targets.append(p["targets"])
-    entity_tokens = [tt for a, b, _ in row["mention_spans"] if (tt := tokens(a, b))]
-    doc_idx = int(row.get("doc_idx", 0))
-    return EvalDoc(ids, offsets, gold, queries, targets, target_tokens, entity_tokens, doc_idx, target_points)
 
 
 def memory_lookup(memory: Any, *, exact_first: bool = True, drop_broad: bool = False) -> Lookup:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
@@ -36,6 +36,7 @@ __all__ = [
     "row_interval",
     "claim_intervals",
     "target_gap_by_reply",
+    "prepare_doc",
 ]
 
 
@@ -309,3 +310,53 @@ def target_gap_by_reply(
         out[g] = {"spans": len(pairs), "a": a.mean(), "b": b.mean(), "a - b": a.mean() - b.mean()}
         out[g]["share of the gap"] = len(pairs) / n * out[g]["a - b"]
     return out
+
+
+# ------------------------------------------------------------------------------------------------ documents
+def _merged_points(row: Mapping[str, Any]) -> list[dict]:
+    """Gold read points in reading order: points at one position ask all their queries; a point whose first query
+    is the previous point's first query folds into it (official eval builder; idempotent)."""
+    spans_all = row.get("read_target_spans_all") or [[s] for s in row["read_target_spans"]]
+    points: list[dict] = []
+    for k in sorted(range(len(row["read_chars"])), key=lambda k: row["read_chars"][k]):
+        c, qs = row["read_chars"][k], [Triple(*q) for q in row["read_queries"][k]]
+        prev = points[-1] if points else None
+        if prev is not None and (prev["char"] == c or prev["queries"][:1] == qs[:1]):
+            if prev["char"] == c:  # same position: one call asks all
+                prev["queries"] += [q for q in qs if q not in prev["queries"]]
+            prev["targets"] += [t for t in row["read_targets"][k] if t not in prev["targets"]]
+            prev["spans"] += [list(s) for s in spans_all[k]]
+            continue
+        points.append({"char": c, "queries": qs, "targets": list(row["read_targets"][k]), "spans": spans_all[k]})
+    return points
+
+
+def prepare_doc(tokenizer: Any, row: Mapping[str, Any], max_tokens: int | None = None) -> EvalDoc:
+    """Tokenize a `docs_dev` row in pieces cut before each gold read word; `max_tokens` truncates (for tests)."""
+    text, points = row["text"], _merged_points(row)
+    cuts = sorted({0, len(text), *(p["char"] - 1 for p in points if p["char"] > 0)})
+    ids, offsets = [], []
+    for a, b in zip(cuts, cuts[1:]):
+        enc = tokenizer(text[a:b], add_special_tokens=False, return_offsets_mapping=True)
+        ids += enc["input_ids"]
+        offsets += [(a + s, a + e) for s, e in enc["offset_mapping"]]
+    if max_tokens is not None:
+        ids, offsets = ids[:max_tokens], offsets[:max_tokens]
+    start = {s: i for i, (s, _) in enumerate(offsets)}
+
+    def tokens(a: int, b: int) -> list[int]:
+        return [i for i, (s, e) in enumerate(offsets) if i >= 1 and s < b and e > a]
+
+    gold, queries, targets, target_tokens, target_points = {}, [], [], [], []
+    for p in points:
+        t = start.get(p["char"] - 1 if p["char"] > 0 else 0)
+        if t is None or t == 0:
+            continue  # a read at the very first token has no context; one cut off by max_tokens is dropped
+        gold[t] = len(queries)
+        target_tokens += [tokens(*s) for s in p["spans"]]
+        target_points += [len(queries)] * len(p["spans"])
+        queries.append(p["queries"])
+        targets.append(p["targets"])
+    entity_tokens = [tt for a, b, _ in row["mention_spans"] if (tt := tokens(a, b))]
+    doc_idx = int(row.get("doc_idx", 0))
+    return EvalDoc(ids, offsets, gold, queries, targets, target_tokens, entity_tokens, doc_idx, target_points)
