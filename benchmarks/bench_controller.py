@@ -94,7 +94,7 @@ class TimedMemory:
         return iter(self._memory)
 
 
-LLAMA_CPP = "llama.cpp"  # optional: llama-cpp-python, the adapter converted to GGUF (retllm_utils.llamacpp)
+LLAMA_CPP = "llama.cpp"  # optional: llama-cpp-python, the adapter converted to GGUF (retllm_utils.chat.llamacpp)
 VARIANTS = {  # name: (weights dtype, static KV cache + compiled decoding step)
     "fp32": ("float32", False),
     "bf16": ("bfloat16", False),

@@ -17,14 +17,12 @@ inspection, import / export) is `triple_store.TripleStore`; the SQLite rows, phr
   one an acronym of the other ("IBM" / "International Business Machines", "USA" / "United States") and its cosine
   >= `fuzzy_alias[form]` (`fuzzy.aliases` calibrated it on Re-DocRED's mentions).
 - MemLLM read (`query_memllm`, `memllm_search`, MemLLM §3.1): candidate entities (cos >= `tau_entity`) and
-  relations (cos >= `tau_relation`), triples whose mean of the two >= `tau_triple`, the other entities
-  returned by score; a query with `q_thr` or more results returns nothing.
+  relations (cos >= `tau_relation`), triples whose mean of the two >= `tau_triple`, the other entities returned by
+  score; exact matches first where asked, and a query with `q_thr` or more results dropped where asked.
 
-Phrases are never deleted (their vectors stay cached); phrases no triple uses any more are skipped by
-lookups. Terms are stripped of surrounding whitespace, as the API parsers strip them, and NFC-normalised, so
-"Café" is one phrase however it was typed. Several processes may read and write one file: one write transaction
-at a time (the others wait up to `busy_timeout` seconds), and every connection picks up the others' commits
-(`PRAGMA data_version`).
+Phrases are never deleted (vectors stay cached; unused phrases are skipped by lookups). Terms are stripped and
+NFC-normalised, so "Café" is one phrase however it was typed. Several processes may share one file: one write
+transaction at a time (the others wait up to `busy_timeout` s); every connection sees the others' commits.
 
     mem = TripleMemory("memory.sqlite", embedder=load_embedder(), index="hnsw")
     mem.write("Ann Lee", "employed by", "Pfizer")
@@ -97,7 +95,7 @@ def spelling_similarity(term: str, stored: str) -> float:
     return fuzz.ratio(term, stored, processor=utils.default_process) / 100
 
 
-# RET-LLM's subjects are people, its objects organisations (`retllm.matching` measured the choice).
+# RET-LLM's subjects are people, its objects organisations (`fuzzy.matching` measured the choice).
 CHAR_SCORERS = {"subject": name_similarity, "relation": spelling_similarity, "object": words_similarity}
 
 
