@@ -543,6 +543,17 @@ def test_cpu_config_is_the_committed_data_sets_build():
     assert dataset_meta(RetLLMConfig.for_profile("cpu")) == committed
 
 
+def test_default_build_is_the_committed_data_set_byte_for_byte():
+    # phrasings="paper" (the default) rebuilds data/retllm_synthetic exactly: notebooks 01-03 and the committed
+    # adapters stay valid while the wide build (tests/test_wide.py) waits for its own training run
+    config = RetLLMConfig.for_profile("cpu")
+    assert config.phrasings == "paper"
+    dd = make_dataset(config)
+    for split in SPLITS:
+        text = "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in dd[split])
+        assert text.encode("utf-8") == (DATA / "retllm_synthetic" / f"{split}.jsonl").read_bytes(), split
+
+
 def test_config_names_a_bad_value_and_an_unknown_profile_or_setting():
     with pytest.raises(ValueError, match="profile must be one of smoke, cpu, gpu; got 'laptop'"):
         RetLLMConfig.for_profile("laptop")

@@ -11,15 +11,18 @@ query type (RET-LLM Table 1's six); n_paraphrase 120 (same quarter of statements
 and 15 reads per query type; ablation_n 168: notebook 03's two ablation passes score the first half of the (shuffled)
 test split. gpu: batch 32 as 8 micro-batches of 4 with activations recomputed, so one step of a 7B model (or of
 SmolLM2 on a CPU) holds 4 examples' activations at a time, not 32.
+
+phrasings="wide" (wide.py, not yet trained on): the same sizes, 150,820 tokens per cpu epoch (100.5 per example, the
+longest 270), so one epoch should take about 16.5 min at the 154 tokens/s above; plus a new_relations split.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..config import COUNT, POSITIVE_INT, SHARE, Check, TrainConfig, checked, optional
+from ..config import COUNT, POSITIVE_INT, SHARE, Check, TrainConfig, checked, one_of, optional
 
-__all__ = ["RetLLMConfig", "PROFILES", "DATA_FIELDS"]
+__all__ = ["RetLLMConfig", "PROFILES", "DATA_FIELDS", "WIDE_FIELDS"]
 
 SCENE_SIZE = Check(
     "(fewest, most) people per scene, ints with 1 <= fewest <= most",
@@ -40,6 +43,12 @@ class RetLLMConfig(TrainConfig):
     write_frac: float = checked(SHARE, 0.25)
     no_match_frac: float = checked(SHARE, 0.1)  # share of each query type's reads that find nothing
     scene_size: tuple[int, int] = checked(SCENE_SIZE, (3, 8))  # people in an example's memory
+    # "paper": the committed data set (phrasings.py's tables); "wide": many more shapes and Re-DocRED relations
+    # (wide.py), for an adapter still to be trained on it
+    phrasings: str = checked(one_of("paper", "wide"), "paper")
+    docred_frac: float = checked(SHARE, 0.1)  # wide: share of train/validation/test rows that are Re-DocRED sentences
+    # wide: rows of the new_relations split (Re-DocRED sentences over held-out relations); None: all of them
+    n_new_relations: int | None = checked(optional(COUNT, "every held-out-relation sentence"), None)
     # notebook 02: training (`TrainConfig`: lr, epochs, batch_size, LoRA ...) and validation examples scored
     eval_n: int = checked(POSITIVE_INT, 60)
     # notebook 03: test examples, of them in the ablation passes, tokens per turn
@@ -50,6 +59,7 @@ class RetLLMConfig(TrainConfig):
 
 # the fields `synthetic.dataset_meta` saves as build.json: a saved data set is reused only if they match
 DATA_FIELDS = ("seed", "n_train", "n_val", "n_test", "n_paraphrase", "write_frac", "no_match_frac", "scene_size")
+WIDE_FIELDS = ("phrasings", "docred_frac", "n_new_relations")  # saved too when phrasings is "wide"
 
 _TRAINING = dict(lr=1e-3, lora_r=16, lora_alpha=32, lora_dropout=0.05, max_length=384)
 PROFILES: dict[str, RetLLMConfig] = {
@@ -60,6 +70,7 @@ PROFILES: dict[str, RetLLMConfig] = {
         n_val=10,
         n_test=20,
         n_paraphrase=8,
+        n_new_relations=6,
         epochs=1,
         batch_size=4,
         max_steps=3,

@@ -6,6 +6,7 @@ Every person has exactly one relation with one organisation. Each example sees a
 results rather than hundreds. People are drawn afresh for every scene, from a pool of the split's own (`name_pools`),
 so test people never occur in training (companies are shared). `slots` fixes each split's exact mix of query types,
 relations and misses; `shapes` the paraphrase split's phrasings; `example` draws one row's scene and says it.
+`scene`, `scene_facts` and `read_query` are the steps `wide` (the wide build) shares with it.
 """
 
 from __future__ import annotations
@@ -28,7 +29,18 @@ from .phrasings import (
     RELATIONS,
 )
 
-__all__ = ["QUERY_TYPES", "load_names", "name_pools", "slots", "shapes", "example"]
+__all__ = [
+    "QUERY_TYPES",
+    "load_names",
+    "name_pools",
+    "slots",
+    "shapes",
+    "draw",
+    "scene",
+    "scene_facts",
+    "read_query",
+    "example",
+]
 
 QUERY_TYPES = ("per", "per_org", "per_rel", "org", "rel", "org_rel")  # RET-LLM Table 1, in its order
 _WRITE_SHAPES = ("new_verb", "passive", "multi_fact")
@@ -83,7 +95,7 @@ def name_pools(
     return pools
 
 
-def _draw(names: Iterator[str], split: str) -> str:
+def draw(names: Iterator[str], split: str) -> str:
     try:
         return next(names)
     except StopIteration:
@@ -124,7 +136,7 @@ def shapes(rng: random.Random, slots: Sequence[tuple[str, str, bool]]) -> list[s
     return out
 
 
-def _scene(
+def scene(
     rng: random.Random,
     names: Iterator[str],
     split: str,
@@ -154,9 +166,56 @@ def _scene(
             size = min(size, left - 1)  # leave room for a second group
         elif need == "multi" and len(groups) == 1 and (r, o) == groups[0][:2]:
             r, o = rng.choice([(r2, o2) for r2 in rels for o2 in orgs if (r2, o2) != groups[0][:2]])
-        groups.append((r, o, [_draw(names, split) for _ in range(size)]))
+        groups.append((r, o, [draw(names, split) for _ in range(size)]))
         left -= size
     return groups
+
+
+def scene_facts(groups: Sequence[tuple[str, str, list[str]]]) -> tuple[list[list[str]], list[list[str]]]:
+    """A scene's facts in group order, and the memory: statement by statement, facts of one (relation,
+    organisation) kept together, so a reply lists them in the runs the answer sentence names them in."""
+    facts = [[p, RELATIONS[r], o] for r, o, people in groups for p in people]
+    first_seen: dict[tuple[str, str], int] = {}
+    for r, o, _ in groups:
+        first_seen.setdefault((r, o), len(first_seen))
+    return facts, sorted(facts, key=lambda t: first_seen[(PHRASE_KEY[t[1]], t[2])])
+
+
+def read_query(
+    rng: random.Random,
+    names: Iterator[str],
+    split: str,
+    companies: Sequence[str],
+    slot: tuple[str, str, bool],
+    facts: Sequence[Sequence[str]],
+) -> tuple[list[str], str, str]:
+    """A read slot's gold query over a scene's facts (a miss made to miss), and the person and organisation its
+    question names (`x`, `o`; a type that names neither still gets them, unused)."""
+    qtype, rel, match = slot
+    target = rng.choice([f for f in facts if f[1] == RELATIONS[rel]] or facts)
+    x, o = target[0], target[2]
+    if not match:
+        scene_orgs = sorted({f[2] for f in facts})
+        if qtype == "per":
+            x = draw(names, split)  # someone the memory has never heard of
+        elif qtype == "per_org":
+            o = rng.choice([c for c in scene_orgs if c != o] or [c for c in companies if c != o])
+        elif qtype == "per_rel":
+            x = rng.choice([f[0] for f in facts if f[1] != RELATIONS[rel]])  # need='other' made one
+        elif qtype == "org":
+            o = rng.choice([c for c in companies if c not in scene_orgs])
+        elif qtype == "org_rel":
+            o = rng.choice(scene_orgs)
+    phrase = RELATIONS[rel]
+    query = {
+        "per": [x, "", ""],
+        "per_org": [x, "", o],
+        "per_rel": [x, phrase, ""],
+        "org": ["", "", o],
+        "rel": ["", phrase, ""],
+        "org_rel": ["", phrase, o],
+    }[qtype]
+    return query, x, o
 
 
 def _clause(rng: random.Random, rel: str, org: str, people: Sequence[str]) -> tuple[str, bool]:
@@ -209,14 +268,8 @@ def example(
     need = "multi" if phrasing == "multi_fact" else "has"
     if not match:
         need = {"rel": "lacks", "org_rel": "lacks", "per_rel": "other"}.get(qtype, "has")
-    groups = _scene(rng, names, split, companies, rel, need, scene_size)
-    facts = [[p, RELATIONS[r], o] for r, o, people in groups for p in people]
-    # Memory order: statement by statement, facts of one (relation, organisation) kept together, so a reply
-    # lists them in the runs the answer sentence names them in.
-    first_seen = {}
-    for r, o, _ in groups:
-        first_seen.setdefault((r, o), len(first_seen))
-    memory = sorted(facts, key=lambda t: first_seen[(PHRASE_KEY[t[1]], t[2])])
+    groups = scene(rng, names, split, companies, rel, need, scene_size)
+    facts, memory = scene_facts(groups)
     row = {"id": f"{split}-{i:05d}", "kind": "read", "query_type": qtype, "relation": rel, "scene": i}
     if qtype == "write":
         multi = _multi_fact(rng, groups, rel) if phrasing == "multi_fact" else None
@@ -250,29 +303,7 @@ def example(
             memory=[t for t in memory if t not in triples],
         )
         return row
-    target = rng.choice([f for f in facts if f[1] == RELATIONS[rel]] or facts)
-    x, o = target[0], target[2]
-    if not match:
-        scene_orgs = sorted({f[2] for f in facts})
-        if qtype == "per":
-            x = _draw(names, split)  # someone the memory has never heard of
-        elif qtype == "per_org":
-            o = rng.choice([c for c in scene_orgs if c != o] or [c for c in companies if c != o])
-        elif qtype == "per_rel":
-            x = rng.choice([f[0] for f in facts if f[1] != RELATIONS[rel]])  # need='other' made one
-        elif qtype == "org":
-            o = rng.choice([c for c in companies if c not in scene_orgs])
-        elif qtype == "org_rel":
-            o = rng.choice(scene_orgs)
-    phrase = RELATIONS[rel]
-    query = {
-        "per": [x, "", ""],
-        "per_org": [x, "", o],
-        "per_rel": [x, phrase, ""],
-        "org": ["", "", o],
-        "rel": ["", phrase, ""],
-        "org_rel": ["", phrase, o],
-    }[qtype]
+    query, x, o = read_query(rng, names, split, companies, slot, facts)
     if phrasing == "template":
         table = QUESTIONS[qtype] if qtype in QUESTIONS else getattr(FORMS[rel], qtype)
     elif qtype in PARAPHRASE_QUESTIONS:

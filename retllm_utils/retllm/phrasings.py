@@ -7,6 +7,9 @@ relation per block, so a reader can check the phrasings against the paper at a g
 The PARAPHRASE_* tables are the held-out paraphrase split's: new verbs, the passive voice, questions in
 new words and with typos, and joins for several facts in one statement, none of them a training template, to test
 whether a model trained on the tables above generalises beyond them.
+
+These tables are the paper build's (`RetLLMConfig.phrasings = "paper"`, the default); the wide build's words and
+shapes are in `wide_lexicon` and `wide_phrasings`.
 """
 
 from __future__ import annotations

@@ -4,6 +4,10 @@ The data set as a whole: its splits and columns (`features`), `make_dataset` fro
 scene size, seed), saving (`save_dataset`: Arrow and JSON lines, byte-identical for the same config) and loading a
 profile's copy (`load_synthetic`). How each example is drawn: `generator`; how facts are said: `phrasings`, `answers`.
 
+`config.phrasings` picks the build: "paper" (the default; the committed data/retllm_synthetic, byte for byte) as
+below, or "wide" (`wide.make_rows`: many more shapes, Re-DocRED relations, a new_relations split; each row's
+`phrasing` its shape's name; for an adapter still to be trained on it, saved under runs/ only).
+
 Splits: train, validation and test say everything with the `phrasings` training tables (FORMS, QUESTIONS);
 paraphrase is a held-out test split in words the generator never trains on: new verbs, the passive
 voice, several facts in one statement (different relations or organisations; the gold write is every triple in
@@ -37,7 +41,7 @@ from typing import Any, Sequence
 
 from ..paths import DATA, atomic_dir, check_profile, run_dir
 from .answers import NO_ANSWER, answer_sentence, fact_sentence, join_names, lookup, stated_facts
-from .config import DATA_FIELDS, RetLLMConfig
+from .config import DATA_FIELDS, WIDE_FIELDS, RetLLMConfig
 from .generator import QUERY_TYPES, example, load_names, name_pools, shapes, slots
 from .phrasings import RELATIONS
 
@@ -118,6 +122,16 @@ def make_dataset(
     companies = sorted(companies if companies is not None else load_names(DATA / "companies.txt"))
     if len(companies) < 4:
         raise ValueError(f"need at least 4 companies (a scene uses up to 3, plus one it lacks), got {len(companies)}")
+    if c.phrasings == "wide":
+        from .wide import make_rows
+
+        rows_of = make_rows(c, first, last, companies)
+        return DatasetDict(
+            {
+                s: Dataset.from_dict({k: [r[k] for r in rows] for k in _COLUMNS}, features=features())
+                for s, rows in rows_of.items()
+            }
+        )
     pools = name_pools(c.seed, first, last, sizes, c.scene_size)
     out = {}
     for split in SPLITS:
@@ -160,22 +174,28 @@ def save_dataset(dd, out_dir: str | Path, meta: dict[str, Any] | None = None) ->
     return out_dir
 
 
-def dataset_dir(profile: str = "cpu") -> Path:
-    """Where a profile's data set lives: data/retllm_synthetic/ for cpu (committed), else under runs/."""
+def dataset_dir(profile: str = "cpu", phrasings: str = "paper") -> Path:
+    """Where a profile's data set lives: data/retllm_synthetic/ for cpu (committed), else under runs/; a wide build
+    always under runs/ (runs/retllm/<profile>/data_wide)."""
+    if phrasings == "wide":
+        return run_dir("retllm", check_profile(profile), "data_wide")
     return DATA / "retllm_synthetic" if check_profile(profile) == "cpu" else run_dir("retllm", profile, "data")
 
 
 def dataset_meta(config: RetLLMConfig) -> dict[str, Any]:
-    """The config's build settings (`config.DATA_FIELDS`), JSON-ready: saved as build.json beside the data set."""
-    return config.as_dict(DATA_FIELDS)
+    """The config's build settings (`config.DATA_FIELDS`, and WIDE_FIELDS for a wide build), JSON-ready: saved as
+    build.json beside the data set."""
+    return config.as_dict(DATA_FIELDS + (WIDE_FIELDS if config.phrasings == "wide" else ()))
 
 
-def load_synthetic(profile: str = "cpu", seed: int = 0):
-    """The profile's saved DatasetDict (its config, `seed`); built and saved first if missing or built otherwise."""
+def load_synthetic(profile: str = "cpu", seed: int = 0, phrasings: str = "paper"):
+    """The profile's saved DatasetDict (its config, `seed`, `phrasings`); built and saved first if missing or built
+    otherwise."""
     from datasets import load_from_disk
 
-    config = RetLLMConfig.for_profile(profile, seed=seed)
-    path, meta = dataset_dir(profile), dataset_meta(config)
+    config = RetLLMConfig.for_profile(profile, seed=seed, phrasings=phrasings)
+    path = dataset_dir(profile) if phrasings == "paper" else dataset_dir(profile, phrasings)
+    meta = dataset_meta(config)
     build = path / "build.json"
     if build.is_file() and json.loads(build.read_text(encoding="utf-8")) == meta:
         return load_from_disk(str(path))

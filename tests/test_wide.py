@@ -1,0 +1,326 @@
+"""The wide build (RetLLMConfig.phrasings = "wide"): every shape parses back to its triples, held-out shapes and
+relations never reach training, names as the memory must store them, same seed same bytes."""
+
+import json
+import random
+import re
+from collections import Counter
+
+import pytest
+
+from retllm_utils.api import (
+    MemRead,
+    MemWrite,
+    Triple,
+    format_retllm_read_query,
+    format_retllm_read_reply,
+    format_retllm_write,
+    parse_retllm,
+)
+from retllm_utils.paths import DATA, RUNS
+from retllm_utils.retllm import docred_mix, wide
+from retllm_utils.retllm.config import DATA_FIELDS, WIDE_FIELDS, RetLLMConfig
+from retllm_utils.retllm.docred_mix import DATE_RELATIONS, HELD_OUT_RELATIONS, SYNTHETIC_TWINS
+from retllm_utils.retllm.generator import QUERY_TYPES, load_names
+from retllm_utils.retllm.phrasings import RELATIONS
+from retllm_utils.retllm.synthetic import answer_sentence, dataset_dir, dataset_meta, lookup, make_dataset, save_dataset
+from retllm_utils.retllm.wide_lexicon import FILLERS, LEXICON
+from retllm_utils.retllm.wide_phrasings import (
+    MARKERS,
+    SHAPES,
+    clause_templates,
+    held_out_marker,
+    held_out_shapes,
+    questions,
+    statements,
+    training_shapes,
+)
+
+COMPANIES = load_names(DATA / "companies.txt")
+TRAINED = ("train", "validation", "test")
+
+
+def _config(seed=0, **sizes):
+    sizes = {"n_train": 600, "n_val": 100, "n_test": 240, "n_paraphrase": 240, **sizes}
+    return RetLLMConfig.for_profile("cpu", seed=seed, phrasings="wide", **sizes)
+
+
+@pytest.fixture(scope="module")
+def stmts():
+    return docred_mix.load_statements()
+
+
+@pytest.fixture(scope="module")
+def dd():
+    """Big enough that every shape of every kind occurs (~3 s)."""
+    return make_dataset(_config())
+
+
+def _rows(dd, splits=None):
+    return [r for s in (splits or dd) for r in dd[s]]
+
+
+# ------------------------------------------------------------------------------------------ parse back
+def test_every_row_parses_back_to_its_triples(dd):
+    for r in _rows(dd):
+        if r["kind"] == "write":
+            assert r["api"] == format_retllm_write(r["triples"])
+            calls = parse_retllm(r["api"])
+            assert all(isinstance(c, MemWrite) for c in calls) and calls[-1].end == len(r["api"])
+            assert [list(t) for c in calls for t in c.triples] == r["triples"]
+            assert r["reply"] == r["answer"] == "" and r["query"] == []
+            assert not any(t in r["memory"] for t in r["triples"])
+        else:
+            assert r["api"] == format_retllm_read_query(r["query"])
+            assert r["reply"] == format_retllm_read_reply(r["triples"])
+            assert r["answer"] == answer_sentence(r["triples"])
+            [call] = parse_retllm(r["api"] + r["reply"])
+            assert isinstance(call, MemRead) and call.queries == (Triple(*r["query"]),)
+            assert call.results == tuple(Triple(*t) for t in r["triples"])
+            if r["phrasing"] != "typo_name":  # the query is the canonical one: the reply is its exact matches
+                assert r["triples"] == lookup(r["memory"], r["query"])
+
+
+def test_every_shape_occurs_under_its_own_name_in_the_right_splits(dd):
+    for split in TRAINED:
+        got = {(r["kind"], r["phrasing"]) for r in dd[split]}
+        assert all(not SHAPES[p].held_out and k in SHAPES[p].kinds for k, p in got), got
+    train = {(r["kind"], r["phrasing"]) for r in dd["train"]}
+    for kind in ("write", "read"):
+        assert {p for k, p in train if k == kind} == set(
+            s for t in ("write", *QUERY_TYPES) for s in training_shapes(kind, t)
+        ) | ({"redocred"} if kind == "write" else set())
+    para = {(r["kind"], r["phrasing"]) for r in dd["paraphrase"]}
+    assert para == {(k, s) for k in ("write", "read") for t in ("write", *QUERY_TYPES) for s in held_out_shapes(k, t)}
+    for r in _rows(dd):
+        assert r["query_type"] in SHAPES[r["phrasing"]].types
+    types = Counter((r["query_type"], r["phrasing"]) for r in dd["paraphrase"])
+    assert all(types[(t, s)] >= 3 for t in QUERY_TYPES for s in held_out_shapes("read", t)), types
+
+
+# ------------------------------------------------------------------------------------------ held out stays out
+def _training_templates() -> set[str]:
+    out = set()
+    for rel in RELATIONS:
+        for plural in (False, True):
+            for shape in training_shapes("write"):
+                out |= set(statements(shape, rel, plural))
+            out |= set(clause_templates(rel, plural))
+        for q in QUERY_TYPES:
+            for shape in training_shapes("read", q):
+                out |= set(questions(shape, q, rel))
+    return out
+
+
+def _held_out_templates() -> dict[str, set[str]]:
+    out: dict[str, set[str]] = {}
+    for rel in RELATIONS:
+        for shape in held_out_shapes("write"):
+            out.setdefault(shape, set()).update(statements(shape, rel, False) + statements(shape, rel, True))
+        for q in QUERY_TYPES:
+            for shape in held_out_shapes("read", q):
+                out.setdefault(shape, set()).update(questions(shape, q, rel))
+    return out
+
+
+def test_no_training_template_has_a_held_out_construction():
+    train = _training_templates()
+    assert len(train) > 400
+    assert not [t for t in train if held_out_marker(t)]
+    assert not [p + s for k in FILLERS for p, s in FILLERS[k] if held_out_marker(p + "x" + s)]
+    for shape, templates in _held_out_templates().items():
+        if shape in MARKERS and shape != "respectively":  # respectively is put together by `wide`
+            assert all(MARKERS[shape].search(t) for t in templates), shape
+        assert not templates & train
+
+
+def _unwrapped(r) -> str:
+    """The user's message without its filler."""
+    text = r["user"]
+    if r["phrasing"] == "filler":
+        [(p, s)] = [(p, s) for p, s in FILLERS[r["kind"]] if text.startswith(p) and text.endswith(s) and (p or s)]
+        text = text[len(p) : len(text) - len(s)]
+    return text
+
+
+def _skeleton(r) -> str:
+    """The message with every person and company replaced, lower-cased: its construction."""
+    text = _unwrapped(r).lower()
+    names = {x for t in r["memory"] + r["triples"] for x in (t[0], t[2])} | set(r["query"]) | set(COMPANIES)
+    for name in sorted((n.lower() for n in names if n), key=len, reverse=True):
+        text = text.replace(name, "#")
+    return text
+
+
+def test_no_held_out_construction_reaches_a_training_row(dd):
+    trained = [r for r in _rows(dd, TRAINED)]
+    leaks = [(r["id"], r["user"]) for r in trained if held_out_marker(_unwrapped(r))]
+    assert not leaks
+    for r in dd["paraphrase"]:
+        if r["phrasing"] != "new_verb" or r["kind"] == "write":
+            assert MARKERS[r["phrasing"]].search(r["user"]), r
+    skeletons = {_skeleton(r) for r in trained if r["phrasing"] != "redocred"}
+    assert not [r["user"] for r in dd["paraphrase"] if _skeleton(r) in skeletons]
+
+
+def test_held_out_words_are_never_in_training_text(dd):
+    held = [w for lex in LEXICON.values() for v in lex.held_verbs for w in v[:2]]
+    held += [w for lex in LEXICON.values() for n in lex.held_nouns for w in n] + ["affiliated", "respectively"]
+    text = " ".join(r["user"] for r in _rows(dd, TRAINED)).lower()
+    assert not [w for w in held if re.search(r"\b" + re.escape(w) + r"\b", text)]
+
+
+def test_held_out_relations_never_reach_training(dd, stmts):
+    held, gone = set(HELD_OUT_RELATIONS), set(DATE_RELATIONS) | set(SYNTHETIC_TWINS)
+    for r in _rows(dd, TRAINED):
+        assert not {t[1] for t in r["triples"] + r["memory"]} & (held | gone), r
+    new = dd["new_relations"]
+    assert new.num_rows >= 40 and all(r["phrasing"] == "redocred" for r in new)
+    assert all({t[1] for t in r["triples"]} <= held for r in new)
+    assert len({t[1] for r in new for t in r["triples"]}) >= 5
+    docred = [r for r in _rows(dd, TRAINED) if r["phrasing"] == "redocred"]
+    assert len({t[1] for r in docred for t in r["triples"]}) >= 30
+
+
+def test_redocred_rows_come_from_the_test_split_with_their_gold_triples(dd, stmts):
+    assert docred_mix.DOCRED_FILE.name == "test_revised.json"
+    by_text = {st.text: st for st in stmts}
+    doc_of = {}
+    for split in (*TRAINED, "new_relations"):
+        for r in dd[split]:
+            if r["phrasing"] != "redocred":
+                continue
+            st = by_text[r["user"]]
+            assert r["triples"] == [list(t) for t in st.triples] and 1 <= len(r["triples"]) <= docred_mix.MAX_TRIPLES
+            at = [(r["user"].find(t[0]), r["user"].find(t[2])) for t in r["triples"]]
+            assert min(min(a) for a in at) >= 0 and at == sorted(at)  # every name verbatim, in sentence order
+            if split != "new_relations":
+                doc_of.setdefault(split, set()).add(st.doc)
+    assert set(doc_of) == set(TRAINED)  # documents split: no sentence of a test document is trained on
+    assert not doc_of["train"] & doc_of["test"] and not doc_of["train"] & doc_of["validation"]
+    dev = json.loads((DATA / "redocred" / "dev_revised.json").read_text(encoding="utf-8"))
+    dev_sentences = {docred_mix.detokenize(" ".join(s)) for d in dev for s in d["sents"]}
+    # Re-DocRED's dev and test documents share one sentence word for word; it is kept (a test document's sentence
+    # with its test labels), said so in docred_mix
+    assert len([st.text for st in stmts if st.text in dev_sentences]) <= 1
+
+
+# ------------------------------------------------------------------------------------------ names
+def test_lower_case_rows_name_everyone_canonically(dd):
+    rows = [r for r in _rows(dd, TRAINED) if r["phrasing"] == "lowercase"]
+    assert len(rows) > 50
+    for r in rows:
+        names = [t[0] for t in r["triples"]] if r["kind"] == "write" else [r["query"][0]]
+        for name in filter(None, names):
+            assert (name.lower() if wide.recasable(name) else name) in r["user"]
+        orgs = [t[2] for t in r["triples"]] if r["kind"] == "write" else [r["query"][2]]
+        assert all(o.lower() in r["user"] for o in orgs if o)
+        assert not [w for w in re.findall(r"\b[A-Z]\w*", r["user"]) if not any(w in n for n in names)], r["user"]
+
+
+def test_misspelt_companies_are_written_and_queried_canonically(dd):
+    rows = [r for r in _rows(dd, TRAINED) if r["phrasing"] == "typo_company"]
+    assert len(rows) > 20
+    for r in rows:
+        org = r["triples"][0][2] if r["kind"] == "write" else r["query"][2]
+        assert org in COMPANIES and org not in r["user"]
+        assert org in (r["api"] if r["kind"] == "write" else r["query"])
+
+
+def test_misspelt_people_only_in_questions_and_copied_as_typed(dd):
+    rows = [r for r in _rows(dd, TRAINED) if r["phrasing"] == "typo_name"]
+    assert len(rows) > 20 and all(r["kind"] == "read" for r in rows)
+    for r in rows:
+        typed = r["query"][0]
+        assert typed in r["user"]
+        people = {t[0] for t in r["memory"]}
+        assert typed not in people
+        if r["triples"]:  # the facts of the person meant: the scene's nearest name to what was typed
+            meant = r["triples"][0][0]
+            assert 1 <= wide._distance(typed, meant) <= 2
+            assert all(wide._distance(typed, p) > wide._distance(typed, meant) for p in people - {meant})
+            canonical = [meant, *r["query"][1:]]
+            assert r["triples"] == lookup(r["memory"], canonical)
+    for r in _rows(dd):  # a statement names each person exactly as written (a slip would store someone else)
+        if r["kind"] == "write" and r["phrasing"] not in ("lowercase", "redocred"):
+            assert all(re.search(r"(?<![\w'-])" + re.escape(t[0]) + r"(?![\w-])", r["user"]) for t in r["triples"])
+
+
+def test_recasable_and_misspell():
+    assert wide.recasable("Ann Lee") and wide.recasable("Ji-woo Park")
+    assert not wide.recasable("Ann McCarthy") and not wide.recasable("Ana Van der Berg")
+    slips = {wide.misspell(random.Random(i), "Siemens") for i in range(30)}
+    assert None not in slips and "Siemens" not in slips and all(s[0] == "S" for s in slips)
+    assert all(1 <= wide._distance(s, "Siemens") <= 2 for s in slips)
+    assert wide.misspell(random.Random(0), "BMW") is None  # too short to misspell recognisably
+    near = ["Siemens", "Siemenss", "Siemns", "Seimens", "Siemes"]  # another name a slip would hit stays out
+    assert not {wide.misspell(random.Random(i), "Siemens", near) for i in range(30)} & set(near[1:])
+
+
+# ------------------------------------------------------------------------------------------ several facts
+def test_multi_fact_statements_write_every_fact_in_sentence_order(dd):
+    seen = Counter()
+    for r in _rows(dd):
+        if r["kind"] != "write" or r["phrasing"] not in wide.MULTI_SHAPES:
+            continue
+        seen[r["phrasing"]] += 1
+        people = [t[0] for t in r["triples"]]
+        assert len(people) >= 2 and len(set(people)) == len(people)
+        at = [r["user"].index(p) for p in people]
+        assert at == sorted(at), r["user"]
+        rels, orgs = [t[1] for t in r["triples"]], [t[2] for t in r["triples"]]
+        assert rels[0] == RELATIONS[r["relation"]]
+        if r["phrasing"] == "relative_two":
+            assert len(set(rels)) == 2 and len(set(orgs)) == 1
+        elif r["phrasing"] in ("gapping", "respectively"):
+            assert len(set(rels)) == 1 and len(set(orgs)) >= 2
+        else:
+            assert len(set(zip(rels, orgs))) >= 2
+        if r["phrasing"] == "respectively":
+            assert len(set(orgs)) == len(orgs) and r["user"].endswith(", respectively.")
+    assert set(seen) == set(wide.MULTI_SHAPES) and min(seen.values()) >= 5
+
+
+# ------------------------------------------------------------------------------------------ seeds and the switch
+def test_same_seed_same_bytes_and_the_paper_default(tmp_path, stmts):
+    config = _config(seed=4, n_train=60, n_val=20, n_test=40, n_paraphrase=40, n_new_relations=10)
+    a = save_dataset(make_dataset(config), tmp_path / "a", dataset_meta(config))
+    b = save_dataset(make_dataset(config), tmp_path / "b", dataset_meta(config))
+    for f in sorted(p.relative_to(a) for p in a.rglob("*") if p.is_file()):
+        assert (a / f).read_bytes() == (b / f).read_bytes(), f
+    other = make_dataset(config.replace(seed=5))
+    assert other["train"].to_list() != make_dataset(config)["train"].to_list()
+    assert make_dataset(config)["new_relations"].num_rows == 10
+    assert json.loads((a / "build.json").read_text())["phrasings"] == "wide"
+    assert set(dataset_meta(config)) == set(DATA_FIELDS + WIDE_FIELDS)
+    paper = RetLLMConfig.for_profile("cpu")
+    assert paper.phrasings == "paper" and set(dataset_meta(paper)) == set(DATA_FIELDS)
+    assert dataset_dir("cpu", "wide").is_relative_to(RUNS) and dataset_dir("cpu") == DATA / "retllm_synthetic"
+    with pytest.raises(ValueError, match="^phrasings must be one of 'paper', 'wide'"):
+        RetLLMConfig.for_profile("cpu", phrasings="broad")
+
+
+def test_every_profile_builds_wide():
+    smoke = make_dataset(RetLLMConfig.for_profile("smoke", phrasings="wide"))
+    assert {s: smoke[s].num_rows for s in smoke} == dict(
+        train=40, validation=10, test=20, paraphrase=8, new_relations=6
+    )
+    assert Counter(smoke["train"]["phrasing"])["redocred"] == 4  # docred_frac 0.1
+    gpu = RetLLMConfig.for_profile("gpu", phrasings="wide")  # its sizes fit the name lists (not built here: ~30 s)
+    assert gpu.n_new_relations is None and gpu.docred_frac == 0.1
+
+
+def test_load_synthetic_builds_the_wide_set_apart(tmp_path, monkeypatch):
+    from retllm_utils.retllm import synthetic
+
+    monkeypatch.setattr(synthetic, "dataset_dir", lambda profile="cpu", phrasings="paper": tmp_path / phrasings)
+    wide_set = synthetic.load_synthetic("smoke", phrasings="wide")
+    assert "new_relations" in wide_set and (tmp_path / "wide" / "new_relations.jsonl").is_file()
+    again = synthetic.load_synthetic("smoke", phrasings="wide")
+    assert again["train"].to_list() == wide_set["train"].to_list()
+    assert "new_relations" not in synthetic.load_synthetic("smoke")  # the paper build, in its own folder
+
+
+def test_detokenize():
+    text = "the Sneaker Pimps ' Kelli Ali , who said \" Hello \" ( twice ) , it 's"
+    assert docred_mix.detokenize(text) == "the Sneaker Pimps' Kelli Ali, who said \"Hello\" (twice), it's"
