@@ -45,6 +45,10 @@ Core:
 - `synthetic`: the people–company data set from a `RetLLMConfig`, saved and loaded (§3.3, Tables 1–2; notebook 01).
 - `generator`: how `synthetic` draws each example: name pools, query-type slots, scenes, statements, questions.
 - `answers`: the memory's exact reply and the answer sentences that state it (`stated_facts` reads them back).
+- `wide`: the wide build (`phrasings="wide"`): many more shapes, Re-DocRED relations, held-out splits.
+- `wide_phrasings`: its shapes in one table, trained on or held out, and their templates.
+- `wide_lexicon`: its words per relation, held-out words marked.
+- `docred_mix`: Re-DocRED test-split sentences and gold triples for it; the relations held out entirely.
 - `phrasings`: how that data set states each relation and asks each query type (the tables `generator` draws from).
 - `evaluation`: held-out API exact match, answer accuracy, zero-shot baseline (§4, Figures 3–5; notebooks 02–03).
 - `config`: `RetLLMConfig`, the smoke / cpu / gpu settings of notebooks 01–03 and tools/train_accelerate.py.
