@@ -21,6 +21,7 @@ Core:
 - `metrics`: precision/recall with one rule for empty sides, whole-word mentions (notebooks 02, 03, 06).
 - `paths`: where data, figures and runs live; the profile names.
 - `config`: typed per-profile settings: `ProfileConfig` (fields checked by name), `TrainConfig` (LoRA SFT).
+- `colab`: the Colab set-up every notebook's install cell runs (pip, runs/ on Drive, the GPU); nothing elsewhere.
 
 `backends/` — where a memory's triples live, each a `triple_store.TripleStore`; the package imports nothing:
 - `sqlite`: `SqliteStore`, triples, phrases and vectors in one SQLite file, faiss indexes beside it (the papers').
@@ -62,8 +63,10 @@ Core:
 - `generation`: the model step and the write call (App. A late stopping), decoded once for notebooks 05–07.
 - `reading`: the read model's decoders on the same step: a read query as the official evaluation parses it, text.
 - `perplexity`: Table 1 — OVERALL / TARGET / ENTITY NLL with memory reads, reference and fast evaluators (notebook 07).
-- `table1`: Table 1's rows, the paper's numbers, aggregation and paired bootstrap intervals.
+- `table1`: Table 1's rows and documents (`prepare_doc`), the paper's numbers, aggregation, bootstrap intervals.
 - `write_quality`: Table 4 — memory-write precision / recall, exact and embedding-matched (App. F; notebook 06).
+- `submission`: the write model's triples in Re-DocRED's submission format, scored as its `evaluation.py` (nb. 06).
+- `memory_quality`: memories of chosen recall and precision from gold triples: how good must a memory be (nb. 07).
 - `config`: `MemLLMConfig`, the smoke / cpu / gpu settings of notebooks 04–07 and tools/train_accelerate.py.
 """
 

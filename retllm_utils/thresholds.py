@@ -8,12 +8,9 @@ and `fuzzy_alias` (the cosine an acronym-shaped alias needs, one per `memory.ALI
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Sequence
+from typing import Any, Sequence
 
 import numpy as np
-
-if TYPE_CHECKING:
-    from .models import Embedder
 
 __all__ = ["PAPER_THRESHOLDS", "MINILM_THRESHOLDS", "LLM_MEAN_THRESHOLDS", "THRESHOLD_PAIRS", "pair_cosines"]
 
@@ -77,7 +74,7 @@ LLM_MEAN_THRESHOLDS = {
 }
 
 
-def pair_cosines(embedder: Embedder, pairs: Sequence[tuple] = THRESHOLD_PAIRS) -> np.ndarray:
+def pair_cosines(embedder: Any, pairs: Sequence[tuple] = THRESHOLD_PAIRS) -> np.ndarray:
     """Cosine of each (a, b, ...) pair: how thresholds for a new encoder were, and can be, chosen."""
     pairs = list(pairs)
     a = embedder.encode([p[0] for p in pairs])
