@@ -87,6 +87,9 @@ session.use("stand-in")
 def _chat_notebook(tmp: Path) -> None:
     """Notebook 09 for the chat-box test: the real adapter linked into the temp runs, else the stand-in cell added."""
     nb = json.loads((ROOT / "notebooks" / CHAT_NOTEBOOK).read_text(encoding="utf-8"))
+    for cell in nb["cells"]:  # the committed outputs cleared: "Run All finished" and what it shows are this run's own
+        if cell["cell_type"] == "code":
+            cell["outputs"], cell["execution_count"] = [], None
     if (ADAPTER / "adapter_config.json").is_file():
         (tmp / "runs" / "retllm" / "cpu").mkdir(parents=True)
         (tmp / "runs" / "retllm" / "cpu" / ADAPTER.name).symlink_to(ADAPTER)
