@@ -14,6 +14,8 @@ from retllm_utils.chat.copying import (
     allowed_terms,
     answer_continuations,
     invented_terms,
+    known_near,
+    recased,
     user_spans,
 )
 from retllm_utils.controller import HFGenerator, RetLLMController
@@ -233,3 +235,16 @@ def test_ranked_is_every_token_best_first():
     order = list(_Choose._ranked(scores, first=8))
     assert sorted(order) == list(range(500))
     assert order == torch.argsort(scores[0], descending=True).tolist()
+
+
+def test_allowed_terms_recase_lower_case_names_and_known_names_typed_with_a_slip():
+    text = "uber has beatriz tamura as a shareholder. Soraya Park joined Catterpillar and Diseny."
+    plain = allowed_terms(text)
+    assert {"Beatriz Tamura", "Uber"} <= plain.write and "Caterpillar" not in plain.write
+    assert "Beatriz Tamura" not in user_spans(text)  # re-cased, not typed
+    terms = allowed_terms(text, known=["Caterpillar", "Disney", "Uber", "Cisco"])
+    assert {"Beatriz Tamura", "Uber", "Caterpillar", "Disney"} <= terms.write
+    assert "Cisco" not in terms.write  # a known name the user did not type stays out
+    assert recased("min-jun kapoor-shah") == "Min-jun Kapoor-shah"
+    # a slip is one edit: two edits away is another name, not a typo
+    assert known_near(["Ciscoo"], ["Cisco"]) == {"Cisco"} and known_near(["Cissoo"], ["Cisco"]) == set()

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import torch
 from transformers import LogitsProcessor
@@ -36,6 +36,8 @@ __all__ = [
     "answer_continuations",
     "user_spans",
     "allowed_terms",
+    "recased",
+    "known_near",
     "invented_terms",
     "STORED_CAP",
 ]
@@ -75,9 +77,33 @@ def user_spans(text: str, max_words: int = 6) -> set[str]:
     return spans
 
 
-def allowed_terms(user_text: str, memory: Any = None, cap: int = STORED_CAP) -> AllowedTerms:
-    """Writes copy the user's words; reads may also name any stored subject or object (memories up to `cap`)."""
-    spans = frozenset(user_spans(user_text))
+def recased(span: str) -> str:
+    """The span with each word's first letter capitalised: a name the user typed in lower case, as stored."""
+    return " ".join(w[:1].upper() + w[1:] for w in span.split(" "))
+
+
+def known_near(spans: Iterable[str], known: Iterable[str], max_slips: int = 1) -> set[str]:
+    """The known names (e.g. the company list) that a span types with other case or a slip or two: a swap of two
+    neighbours, a letter dropped or doubled (optimal string alignment distance <= `max_slips`, case folded)."""
+    from rapidfuzz.distance import OSA
+
+    by_fold = {k.lower(): k for k in known}
+    out = set()
+    for s in {s.lower() for s in spans if len(s) >= 3}:
+        if s in by_fold:
+            out.add(by_fold[s])
+        elif len(s) >= 5:
+            out.update(
+                k for f, k in by_fold.items() if abs(len(f) - len(s)) <= max_slips and OSA.distance(s, f) <= max_slips
+            )
+    return out
+
+
+def allowed_terms(user_text: str, memory: Any = None, cap: int = STORED_CAP, known: Iterable[str] = ()) -> AllowedTerms:
+    """Writes copy the user's words, re-cased as stored names are, or a `known` name the user typed with a slip;
+    reads may also name any stored subject or object (memories up to `cap`)."""
+    raw = user_spans(user_text)
+    spans = frozenset(raw | {recased(s) for s in raw} | known_near(raw, known))
     stored: set[str] = set()
     if memory is not None and len(memory) <= cap:
         for s, _, o in memory:

@@ -124,9 +124,14 @@ def false_substitutions(subs: Sequence[Mapping[str, Any]], row: Mapping[str, Any
 
 
 def _record(
-    row: Mapping[str, Any], pred_api: str, answer: str, written: Sequence[Sequence[str]], model_text: str
+    row: Mapping[str, Any],
+    pred_api: str,
+    answer: str,
+    written: Sequence[Sequence[str]],
+    model_text: str,
+    known: Sequence[str] = (),
 ) -> dict:
-    allowed = allowed_terms(neutralize(row["user"]), row["memory"])
+    allowed = allowed_terms(neutralize(row["user"]), row["memory"], known=known)
     bad, n_terms = invented_terms(model_text, allowed)
     named = {x for t in row["memory"] for x in (t[0], t[2])} | allowed.write
     bad += [x for f in stated_facts(answer) for x in (f[0], f[2]) if x not in named]
@@ -165,12 +170,14 @@ def evaluate_retllm(
     state_facts: bool = False,
     memory_kw: Mapping[str, Any] | None = None,
     generator: Any = None,
+    known_names: Sequence[str] = (),
 ) -> pd.DataFrame:
     """Every example through the controller with its scene in memory; one record per example.
 
     `copy_names`: call terms copy the user's words or stored phrases (`copying`); `state_facts`: an answer states
     only the reply's facts, each once (`copying.StateFacts`); `memory_kw`: TripleMemory options (e.g. fuzzy
-    thresholds); `generator`: another decoding path for the model (e.g. `llamacpp.LlamaCppGenerator`)."""
+    thresholds); `generator`: another decoding path for the model (e.g. `llamacpp.LlamaCppGenerator`); `known_names`:
+    names a call may copy when the user lower-cases or misspells them (`copying.allowed_terms`)."""
     rows = list(rows)
     gen = generator or HFGenerator(model, tokenizer, max_new_tokens=max_new_tokens)
     out = []
@@ -178,12 +185,17 @@ def evaluate_retllm(
         memory = scene_memory(row, embedder, index, **(memory_kw or {}))
         form = fact_sentence if state_facts else None
         ctl = RetLLMController(
-            gen, memory, lambda u: chat_prompt(tokenizer, u), copy_names=copy_names, answer_form=form
+            gen,
+            memory,
+            lambda u: chat_prompt(tokenizer, u),
+            copy_names=copy_names,
+            known_names=known_names,
+            answer_form=form,
         )
         turn = ctl.chat(row["user"])
         written = [e["triple"] for e in turn.trace if e["event"] == "write"]
         subs = [s for e in turn.trace if e["event"] == "read" for s in e["substitutions"]]
-        rec = _record(row, predicted_api(turn.model_text), turn.answer, written, turn.model_text)
+        rec = _record(row, predicted_api(turn.model_text), turn.answer, written, turn.model_text, known_names)
         out.append({**rec, "substitutions": subs, "false_substitutions": false_substitutions(subs, row)})
     return pd.DataFrame(out)
 

@@ -53,6 +53,7 @@ __all__ = [
     "NO_ANSWER",
     "features",
     "load_names",
+    "company_names",
     "join_names",
     "lookup",
     "answer_sentence",
@@ -87,6 +88,11 @@ _COLUMNS = (
     "memory",
     "scene",
 )
+
+
+def company_names() -> list[str]:
+    """The data set's organisations (data/companies.txt): names a call may copy when the user misspells them."""
+    return sorted(load_names(DATA / "companies.txt"))
 
 
 def features():
