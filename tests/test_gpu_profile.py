@@ -39,7 +39,15 @@ PARAMETERS: dict[str, dict] = {
     "01_synthetic_data": {},  # the paper-size data set itself (no size knob; 28 s measured on one core)
     "02_finetune_retllm": {**TRAIN, "max_steps": 3, "ablation": False, "eval_n": 2},
     "03_zero_shot_vs_retllm": dict(
-        loss="paper", compare=False, ablation=False, test_n=1, paraphrase_n=1, max_new_tokens=24, n_boot=100
+        loss="paper",
+        compare=False,
+        ablation=False,
+        free_answer=False,
+        new_relations=False,
+        test_n=1,
+        paraphrase_n=1,
+        max_new_tokens=24,
+        n_boot=100,
     ),
     "04_docred_memllm_data": {},  # train_path / dev_path: set in `shrunk_redocred`
     "05_docred_finetune_memllm": {**TRAIN, "train_rows": 4},
@@ -62,7 +70,7 @@ PARAMETERS: dict[str, dict] = {
         quality_precisions=[0.5],
     ),
     "08_memory_scaling": {},  # reads the committed benchmark results, as on cpu
-    "09_talk_to_the_memory": dict(loss="paper", max_new_tokens=16),
+    "09_talk_to_the_memory": dict(loss="paper", max_new_tokens=16, script=["Ann Lee works for Pfizer."]),
 }
 
 
@@ -114,7 +122,7 @@ def test_every_notebook_runs_the_gpu_profile_on_the_cpu(tmp_path, monkeypatch):
     run_gpu_profile(names, runs, tmp_path / "executed", extra)
 
     # the paper-size RET-LLM data set (notebook 01)
-    build = json.loads((runs / "retllm" / "gpu" / "data" / "build.json").read_text())
+    build = json.loads((runs / "retllm" / "gpu" / "data_wide" / "build.json").read_text())
     assert [build[k] for k in ("n_train", "n_val", "n_test", "n_paraphrase")] == [10000, 500, 1200, 600]
     # both trainings took the gpu path: micro-batches accumulated, activations recomputed
     for adapter in (
