@@ -113,6 +113,35 @@ def retllm_tables(res: dict) -> list[str]:
     ]
     for name, r in res["rates"].items():
         out.append(f"| {name} | {_f(r.get('invented_rate'))} | {_f(r.get('false_sub_rate'))} |")
+    return out + shape_tables(res)
+
+
+def shape_tables(res: dict) -> list[str]:
+    """The wide build's per-shape scores (trained shapes on test, held-out shapes on paraphrase) and the relations
+    held out of training, where notebook 03 saved them."""
+    out = []
+    for name, table in (res.get("by_shape") or {}).items():
+        cols = [
+            c
+            for c in ("statements", "writes exact", "questions", "read calls", "answers", "free answers")
+            if any(c in r for r in table.values())
+        ]
+        out += ["", f"Per shape, {name}:", "", "| shape | " + " | ".join(cols) + " |", "|---" * (len(cols) + 1) + "|"]
+        for shape, r in table.items():
+            cells = [str(r[c]) if c in ("statements", "questions") else _f(r.get(c)) for c in cols]
+            out.append(f"| {shape} | " + " | ".join(cells) + " |")
+    nr = res.get("new_relations")
+    if nr:
+        cols = ("write_exact", "names_exact", "write_names_relation_fuzzy", "answer_ok")
+        out += [
+            "",
+            "Relations held out of training (Re-DocRED statements, read back with one question form):",
+            "",
+            "| relation | n | " + " | ".join(cols) + " |",
+            "|---" * (len(cols) + 2) + "|",
+        ]
+        for rel, r in nr.items():
+            out.append(f"| {rel} | {r['n']:.0f} | " + " | ".join(_f(r.get(c)) for c in cols) + " |")
     return out
 
 
