@@ -1,15 +1,14 @@
 """RET-LLM chat turns on llama.cpp: the GGUF the kit ships, notebook 02's LoRA adapter converted to GGUF, the same
 controller, pauses and decoding constraints. Optional and CPU-only; transformers stays every notebook's default.
 
-Why: on 2 CPU cores transformers decodes SmolLM2-135M at 45–75 ms per token, llama.cpp at 8–10 (11–12 with the
-LoRA applied at run time), and a chat turn on this path at 15–16 ms per generated token, prompt, memory reply, loop
-and processors included (benchmarks/README.md, "Controller"). What it costs: llama-cpp-python has no wheel for
-Linux x86-64 on PyPI, so `pip install llama-cpp-python` compiles llama.cpp (~5 min on 2 cores, needs a C++ compiler
-and cmake); the adapter's conversion needs llama.cpp's own `convert_lora_to_gguf.py`, which the installed package
-does not carry (its source distribution does: `pip download --no-deps --no-binary :all: llama-cpp-python`, then
-unpack `vendor/llama.cpp`). llama.cpp multiplies the 4-bit (Q4_1) weights as they are stored, where transformers
-multiplies them dequantised to fp32: greedy outputs can differ (experiments/chat_accuracy.py measures notebook 03's
-test split both ways).
+Why: on 2 CPU cores transformers decodes SmolLM2-135M at 45–75 ms per token, llama.cpp at 8–10 (11–12 with the LoRA
+applied at run time), and a chat turn on this path at 15–16 ms per generated token, prompt, memory reply, loop and
+processors included (benchmarks/README.md, "Controller"). What it costs: llama-cpp-python has no wheel for Linux
+x86-64 on PyPI, so `pip install llama-cpp-python` compiles llama.cpp (~5 min on 2 cores, needs a C++ compiler and
+cmake); the adapter is converted to a GGUF LoRA by `lora_gguf` with PyPI's gguf package (llama.cpp's own
+`convert_lora_to_gguf.py` from its source tree is still accepted, `llama_cpp_src`). llama.cpp multiplies the 4-bit
+(Q4_1) weights as they are stored, where transformers multiplies them dequantised to fp32: greedy outputs can differ
+(experiments/chat_accuracy.py measures notebook 03's test split both ways).
 """
 
 from __future__ import annotations
@@ -58,14 +57,17 @@ def convert_lora(adapter_dir: str | os.PathLike, out: str | os.PathLike, llama_c
 
 
 def lora_gguf(adapter_dir: str | os.PathLike, llama_cpp_src: str | os.PathLike | None = None) -> Path:
-    """The adapter as GGUF, kept beside it: converted on first use, again when the adapter's weights are newer."""
+    """The adapter as GGUF, kept beside it: converted on first use, again when the adapter's weights are newer; by
+    `lora_gguf.convert_peft_lora` (PyPI's gguf only), or by llama.cpp's converter where its source folder is given."""
     out, weights = Path(adapter_dir) / "adapter.gguf", Path(adapter_dir) / "adapter_model.safetensors"
     if out.is_file() and out.stat().st_mtime >= weights.stat().st_mtime:
         return out
     src = llama_cpp_src or os.environ.get("LLAMA_CPP_SRC")
-    if not src:
-        raise ValueError(f"{out} must be converted once: give llama.cpp's source folder (or set LLAMA_CPP_SRC)")
-    return convert_lora(adapter_dir, out, src)
+    if src:
+        return convert_lora(adapter_dir, out, src)
+    from .lora_gguf import convert_peft_lora
+
+    return convert_peft_lora(adapter_dir, out, gguf_path())
 
 
 def load_llama(lora: str | os.PathLike | None = None, *, threads: int = 2, n_ctx: int = 2048) -> Any:
