@@ -48,7 +48,8 @@ def load_retllm(
     by `ChatSession`.
 
     Both run in `dtype` with the adapter merged (`models.for_chat`), or the trained one on llama.cpp
-    (`engine="llama.cpp"`: the shipped 4-bit GGUF with the adapter converted, `chat.llamacpp`).
+    (`engine="llama.cpp"`: the shipped 4-bit GGUF with the adapter converted, `chat.llamacpp`; `engine="xllamacpp"`:
+    the same on the prebuilt llama.cpp of PyPI's xllamacpp wheel, no compiler needed, `chat.xllama`).
     """
     adapter = run_dir("retllm", profile) / {"whole_sequence": "adapter_nomask", "paper": "adapter"}[loss]
     base, tokenizer = load_model(model_id)
@@ -61,6 +62,12 @@ def load_retllm(
 
         llm = load_llama(lora_gguf(adapter, llama_cpp_src), threads=torch.get_num_threads())
         generator: HFGenerator = LlamaCppGenerator(llm, tokenizer, max_new_tokens=max_new_tokens)
+    elif engine == "xllamacpp":
+        from .llamacpp import lora_gguf
+        from .xllama import XLlamaGenerator, load_xllama
+
+        xllm = load_xllama(lora_gguf(adapter, llama_cpp_src), threads=torch.get_num_threads())
+        generator = XLlamaGenerator(xllm, tokenizer, max_new_tokens=max_new_tokens)
     else:
         from peft import PeftModel
 
