@@ -55,23 +55,30 @@ format: $(STAMP)
 	$(VENV)/bin/ruff format .
 	$(VENV)/bin/ruff check --fix .
 
-# The cpu profile's MemLLM adapters and their training logs (notebook 05) and the write model's memory (notebook 06),
-# as committed, so notebooks 06 and 07 re-run without 50-90 min of training (checkpoints/README.md). `checkpoints`
-# snapshots runs/ into the kit; `restore-checkpoints` copies the snapshot into runs/ after checking its SHA-256 sums.
+# The cpu profile's adapters and their training logs — MemLLM's (notebook 05) with the write model's memory (notebook
+# 06), RET-LLM's two (notebook 02) — as committed, so notebooks 03, 06, 07 and 09 re-run without 50-90 min of training
+# each (checkpoints/README.md). `checkpoints` snapshots runs/ into the kit; `restore-checkpoints` copies the snapshot
+# into runs/ after checking its SHA-256 sums.
 CKPT := checkpoints/memllm/cpu
 CKPT_FILES := $(foreach k,write read,$(k)/adapter_config.json $(k)/adapter_model.safetensors $(k)/train_meta.json) \
   write_calls.json mw_dev.json
+RCKPT := checkpoints/retllm/cpu
+RCKPT_FILES := $(foreach k,adapter adapter_nomask,$(k)/adapter_config.json $(k)/adapter_model.safetensors $(k)/train_meta.json)
 checkpoints:
-	mkdir -p $(CKPT)/write $(CKPT)/read
+	mkdir -p $(CKPT)/write $(CKPT)/read $(RCKPT)/adapter $(RCKPT)/adapter_nomask
 	for f in $(CKPT_FILES); do cp runs/memllm/cpu/$$f $(CKPT)/$$f; done
+	for f in $(RCKPT_FILES); do cp runs/retllm/cpu/$$f $(RCKPT)/$$f; done
 	@# peft records the base model's local path; the kit keeps only its name (loading never reads it)
-	sed -i -E 's#("base_model_name_or_path": ")[^"]*/#\1#' $(CKPT)/write/adapter_config.json $(CKPT)/read/adapter_config.json
+	sed -i -E 's#("base_model_name_or_path": ")[^"]*/#\1#' $(CKPT)/*/adapter_config.json $(RCKPT)/*/adapter_config.json
 	cd $(CKPT) && sha256sum $(CKPT_FILES) > SHA256SUMS
+	cd $(RCKPT) && sha256sum $(RCKPT_FILES) > SHA256SUMS
 
 restore-checkpoints:
 	cd $(CKPT) && sha256sum -c --quiet SHA256SUMS
-	mkdir -p runs/memllm/cpu/write runs/memllm/cpu/read
+	cd $(RCKPT) && sha256sum -c --quiet SHA256SUMS
+	mkdir -p runs/memllm/cpu/write runs/memllm/cpu/read runs/retllm/cpu/adapter runs/retllm/cpu/adapter_nomask
 	for f in $(CKPT_FILES); do cp $(CKPT)/$$f runs/memllm/cpu/$$f; done
+	for f in $(RCKPT_FILES); do cp $(RCKPT)/$$f runs/retllm/cpu/$$f; done
 
 clean:
 	rm -rf $(NBRUN) .pytest_cache

@@ -16,10 +16,11 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 CKPT = ROOT / "checkpoints" / "memllm" / "cpu"
+RCKPT = ROOT / "checkpoints" / "retllm" / "cpu"
 
 
-def _sums() -> dict[str, str]:
-    lines = (CKPT / "SHA256SUMS").read_text().splitlines()
+def _sums(folder: Path = CKPT) -> dict[str, str]:
+    lines = (folder / "SHA256SUMS").read_text().splitlines()
     return {name.strip(): digest for digest, name in (line.split(maxsplit=1) for line in lines if line.strip())}
 
 
@@ -35,14 +36,27 @@ def _notebook_parameters(name: str) -> dict:
     return out
 
 
-def test_every_checkpoint_file_matches_its_sha256():
-    sums = _sums()
-    present = {p.relative_to(CKPT).as_posix() for p in CKPT.rglob("*") if p.is_file()} - {"SHA256SUMS", "README.md"}
+@pytest.mark.parametrize("folder", [CKPT, RCKPT], ids=["memllm", "retllm"])
+def test_every_checkpoint_file_matches_its_sha256(folder):
+    sums = _sums(folder)
+    present = {p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file()} - {"SHA256SUMS", "README.md"}
     assert present == set(sums), (
         f"files without a sum: {present - set(sums)}; sums without a file: {set(sums) - present}"
     )
     for name, digest in sums.items():
-        assert hashlib.sha256((CKPT / name).read_bytes()).hexdigest() == digest, f"{name}: SHA-256 differs"
+        assert hashlib.sha256((folder / name).read_bytes()).hexdigest() == digest, f"{name}: SHA-256 differs"
+
+
+@pytest.mark.parametrize("kind", ["adapter", "adapter_nomask"])
+def test_retllm_adapters_were_trained_as_notebook_02_says_on_the_wide_build(kind):
+    from retllm_utils.retllm.config import RetLLMConfig
+
+    cpu = RetLLMConfig.for_profile("cpu", phrasings=_notebook_parameters("02_finetune_retllm.ipynb")["phrasings"])
+    config = json.loads((RCKPT / kind / "adapter_config.json").read_text())
+    meta = json.loads((RCKPT / kind / "train_meta.json").read_text())
+    assert (config["r"], config["lora_alpha"], config["lora_dropout"]) == (cpu.lora_r, cpu.lora_alpha, cpu.lora_dropout)
+    assert meta["profile"] == "cpu" and meta["epochs"] == cpu.epochs and meta["lr"] == cpu.lr
+    assert meta["examples"] == cpu.n_train and meta["loss"] == ("masked" if kind == "adapter" else "whole_sequence")
 
 
 def _notebook_05_cpu_settings() -> dict:
