@@ -168,3 +168,13 @@ def test_notebook_03_figure_from_its_saved_results_has_every_pass_a_y_label_and_
     # the bars are the saved numbers: RET-LLM's (per) call exact match on the test split
     heights = {round(p.get_x() + p.get_width() / 2, 3): p.get_height() for p in left.patches}
     assert heights[round(-0.1, 3)] == results["test"]["per"]["api_em"]
+
+
+def test_a_misspelt_name_resolved_to_the_person_the_reply_names_is_no_false_stand_in():
+    row = {"query": ["Jullian Clarke", "customer of", ""], "triples": [["Julian Clarke", "customer of", "BMW"]]}
+    right = {"term": "Jullian Clarke", "stored": "Julian Clarke", "role": "subject", "accepted": True}
+    wrong = {"term": "Jullian Clarke", "stored": "Jillian Clarke", "role": "subject", "accepted": True}
+    assert ev.false_substitutions([right], row) == []
+    assert ev.false_substitutions([wrong], row) == ["Jullian Clarke -> Jillian Clarke"]
+    other_role = {"term": "Jullian Clarke", "stored": "Julian Clarke", "role": "object", "accepted": True}
+    assert ev.false_substitutions([other_role], row) == ["Jullian Clarke -> Julian Clarke"]

@@ -118,9 +118,15 @@ _ROLE = {"subject": 0, "relation": 1, "object": 2}
 
 
 def false_substitutions(subs: Sequence[Mapping[str, Any]], row: Mapping[str, Any]) -> list[str]:
-    """Accepted fuzzy stand-ins that are not the gold query's term: another person, organisation or relation."""
+    """Accepted fuzzy stand-ins that are neither the gold query's term nor, where the question misspells a name,
+    the entity the gold reply names in that role: another person, organisation or relation."""
     gold = row["query"] or ["", "", ""]
-    return [f"{s['term']} -> {s['stored']}" for s in subs if s["accepted"] and s["stored"] != gold[_ROLE[s["role"]]]]
+    meant = {(_ROLE[r], t[_ROLE[r]]) for t in row.get("triples") or () for r in _ROLE}
+    return [
+        f"{s['term']} -> {s['stored']}"
+        for s in subs
+        if s["accepted"] and s["stored"] != gold[_ROLE[s["role"]]] and (_ROLE[s["role"]], s["stored"]) not in meant
+    ]
 
 
 def _record(
