@@ -224,3 +224,13 @@ def test_missing_adapters_leave_the_base_model_and_say_which_notebook_to_run(tmp
     assert said.startswith("!! no RET-LLM adapter in ") and "run notebook 02 with profile='smoke'" in said
     memllm, said = loading.load_memllm("m", TOK, "smoke", new_memory())
     assert memllm is None and "run notebook 05 with\n   profile='smoke' first" in said
+
+
+def test_a_fact_written_twice_in_one_turn_is_noted_once_and_not_said_already_known():
+    from retllm_utils.controller import Turn
+
+    t = Triple("Cleo Park", "works at", "BMW")
+    twice = [{"event": "write", "triple": t, "new": True}, {"event": "write", "triple": t, "new": False}]
+    assert in_words(Turn("", "", twice)) == "Noted: Cleo Park works at BMW."
+    before = [{"event": "write", "triple": t, "new": False}] * 2  # held before the turn, written twice in it
+    assert in_words(Turn("", "", before)) == "Already known: Cleo Park works at BMW."

@@ -58,7 +58,9 @@ def in_words(turn: Turn, words: FactWords | None = None) -> str:
     not executed and why, what a read found; or that the model made no memory call at all."""
     trace = turn.trace
     new = [e["triple"] for e in trace if e["event"] == "write" and e["new"]]
-    known = [e["triple"] for e in trace if e["event"] == "write" and not e["new"]]
+    # a fact the model wrote twice in this turn was noted once: "already known" is only for what the memory held before
+    known = [e["triple"] for e in trace if e["event"] == "write" and not e["new"] and e["triple"] not in new]
+    known = [t for i, t in enumerate(known) if t not in known[:i]]
     errors = [e for e in trace if e["event"] == "error"]
     reads = [e for e in trace if e["event"] == "read"]
     parts = [f"Noted: {_said(new, words)}"] if new else []
