@@ -105,7 +105,7 @@ def retllm_tables(res: dict) -> list[str]:
             cells = [_ci(table.get(q, {}), m) for q in cols]
             if any(c != "–" for c in cells):
                 n = table.get("all", {}).get("n")
-                out.append(f"| {name} ({n:.0f} test examples): {label} | " + " | ".join(cells) + " |")
+                out.append(f"| {name} ({n:.0f} examples): {label} | " + " | ".join(cells) + " |")
     out += [
         "",
         "| | invented names (share of examples) | false stand-ins (share of examples) |",
