@@ -5,9 +5,10 @@ It does what llama.cpp's `convert_lora_to_gguf.py` does for `LlamaForCausalLM`: 
 llama.cpp's (`...layers.N.self_attn.q_proj.lora_A.weight` -> `blk.N.attn_q.weight.lora_a`), the adapter keys
 (`general.type` adapter, `adapter.type` lora, `adapter.lora.alpha`), and one step that is easy to miss: llama.cpp
 stores the rows of W_q and W_k in its rotary layout (each head's two halves interleaved), so lora_B of q_proj and
-k_proj is permuted the same way (with the attention and the key-value head counts); lora_A and the other modules pass
-through. On notebook 02's smoke adapter (r 16, 420 tensors) the output equalled the reference converter's in every
-tensor's name, type, shape and data; only two descriptive metadata keys differed.
+k_proj is permuted the same way (with the attention and the key-value head counts); lora_A and the other modules
+pass through. Compared once (outside the tests) on notebook 02's smoke adapter (r 16, 420 tensors), the output
+equalled llama.cpp's converter's in every tensor's name, type, shape and data; only two descriptive metadata keys
+differed.
 """
 
 from __future__ import annotations

@@ -4,17 +4,16 @@
 hyper-parameters (notebook 02) and the evaluation sizes (notebook 03); a notebook's parameters cell puts its values
 over the profile's (None: the profile's). smoke: CI, seconds; cpu: 2 cores, the committed outputs; gpu: paper size.
 
-cpu: one epoch of the 1,500 training examples is 146,545 SmolLM2 tokens (notebook 01), 188 optimizer steps of 8
-examples that took 15.9 min at 154 tokens/s on 2 cores (notebook 02; the whole-sequence adapter 15.0 min); the
-longest example is 269 tokens, so `max_length` 384 cuts nothing. n_test 336 with a quarter statements is 252 reads,
-42 of each query type (RET-LLM Table 1's six); n_paraphrase 120 (same quarter of statements) is 30 writes, 10 of
-each new shape, and 15 reads per query type; ablation_n 168: notebook 03's passes beside the main one (free answers,
-the other adapter) score the first half of the (shuffled) test split. gpu: batch 32 as 8 micro-batches of 4 with
-activations recomputed, so one step of a 7B model (or of SmolLM2 on a CPU) holds 4 examples' activations at a time,
-not 32.
+cpu, wide build (notebooks 01-03's default): one epoch of the 1,500 training examples is 150,820 SmolLM2 tokens (the
+longest 270, so `max_length` 384 cuts nothing), 188 optimizer steps of 8 examples that took 26.7 and 19.1 min for
+the two adapters with other jobs beside them (notebook 02). n_test 336 is 110 statements (34 of them Re-DocRED
+sentences) and 226 questions, 37-38 of each of RET-LLM Table 1's six query types; n_paraphrase 120 is 30 statements
+(6 in each held-out statement shape) and 90 questions; ablation_n 168: notebook 03's passes beside the main one
+(free answers, the other adapter) score the first half of the (shuffled) test split. gpu: batch 32 as 8 micro-
+batches of 4 with activations recomputed, so one step of a 7B model (or of SmolLM2 on a CPU) holds 4 examples'
+activations at a time, not 32.
 
-phrasings="wide" (wide.py; notebooks 01-03 default to it): the same sizes, 150,820 tokens per cpu epoch (100.5 per
-example, the longest 270), plus a new_relations split (Re-DocRED statements over relations held out of training).
+phrasings="paper": RET-LLM's templates only (the committed data/retllm_synthetic/), 146,545 tokens per cpu epoch.
 """
 
 from __future__ import annotations
