@@ -24,7 +24,7 @@ from ..controller import RetLLMController, Turn
 if TYPE_CHECKING:
     from ..memllm.controller import MemLLMController
 
-__all__ = ["ChatSession", "in_words", "trace_lines", "sentences"]
+__all__ = ["ChatSession", "DEMO_SCRIPT", "in_words", "trace_lines", "sentences"]
 
 FactWords = Callable[[Triple], str | None]  # one fact as a sentence; None: no words for its relation
 
@@ -46,6 +46,17 @@ def trace_lines(user: str, turn: Turn) -> list[str]:
     if not any(e["event"] == "note" for e in turn.trace):
         lines.append(f"  LLM → user      : {turn.answer!r}")
     return lines
+
+
+# notebook 09's scripted conversation: people, places and organisations in a user's own words
+DEMO_SCRIPT = [
+    "Ann Lee and Bo Wu are employed by Pfizer.",
+    "Who is employed by Pfizer?",
+    "Bo Wu was born in Lyon.",
+    "Where was Bo Wu born?",
+    "Ann Lee is married to Cleo Park.",
+    "Who is Ann Lee's spouse?",
+]
 
 
 def _said(facts: Sequence[Sequence[str]], words: FactWords | None) -> str:

@@ -154,6 +154,9 @@ def _record(
         "invented": bad,
         "n_terms": n_terms,
     }
+    # every record has every score (None where it does not apply), so a pass of only statements or only questions
+    # still has the columns the tables read
+    rec.update(answer_ok=None, facts_ok=None, write_precision=None, write_recall=None)
     if row["kind"] == "read":
         rec["answer_ok"] = answer_correct(answer, row)
         rec["facts_ok"] = facts_correct(answer, row)
