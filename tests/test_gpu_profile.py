@@ -8,8 +8,8 @@ checkpointing on (the gpu profile's recipe; here batches of 4 as 2 micro-batches
 characters), from the first documents of Re-DocRED (`train_path` / `dev_path`), and 06–07 score it with small
 sizes; figures and results go to runs/gpu/ (here a temporary RETLLM_RUNS), never to figures/ or results/.
 
-Part of `make test`: each notebook's sizes are shrunk to seconds (its time is printed per notebook), so the suite
-stays within its 20-minute budget on 2 cores.
+Part of `make test`: each notebook's sizes are shrunk (its time is printed per notebook; 277 s for all nine alone on
+2 cores, docs/running.md).
 
 What does not run without a GPU (docs/running.md, "The gpu profile"): bf16 / fp16 weights and bf16 training
 (`models.default_dtype`, `training.sft_config`), loading a hub model (`model_id` a hub id) and the paper's models
