@@ -118,14 +118,11 @@ _ROLE = {"subject": 0, "relation": 1, "object": 2}
 
 
 def false_substitutions(subs: Sequence[Mapping[str, Any]], row: Mapping[str, Any]) -> list[str]:
-    """Accepted fuzzy stand-ins that are neither the gold query's term nor, where the question misspells a name,
-    the entity the gold reply names in that role: another person, organisation or relation."""
+    """Accepted stand-ins that are neither the gold query's term nor the gold reply's entity in that role (a typo)."""
     gold = row["query"] or ["", "", ""]
-    meant = {(_ROLE[r], t[_ROLE[r]]) for t in row.get("triples") or () for r in _ROLE}
+    ok = {(i, t[i]) for t in row.get("triples") or () for i in range(3)} | set(enumerate(gold))
     return [
-        f"{s['term']} -> {s['stored']}"
-        for s in subs
-        if s["accepted"] and s["stored"] != gold[_ROLE[s["role"]]] and (_ROLE[s["role"]], s["stored"]) not in meant
+        f"{s['term']} -> {s['stored']}" for s in subs if s["accepted"] and (_ROLE[s["role"]], s["stored"]) not in ok
     ]
 
 
@@ -154,8 +151,7 @@ def _record(
         "invented": bad,
         "n_terms": n_terms,
     }
-    # every record has every score (None where it does not apply), so a pass of only statements or only questions
-    # still has the columns the tables read
+    # every score in every record (None where it does not apply): a pass of only statements still has the columns
     rec.update(answer_ok=None, facts_ok=None, write_precision=None, write_recall=None)
     if row["kind"] == "read":
         rec["answer_ok"] = answer_correct(answer, row)
