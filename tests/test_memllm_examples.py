@@ -258,6 +258,22 @@ def test_simulated_memory_gives_imperfect_replies(corpus):
     assert filled["results_filled_with_target"] == counts["replies_empty"] > 0
 
 
+def test_simulated_memory_can_match_the_write_models_quality(corpus):
+    """The write model's own memory has recall ~0.2 and precision ~0.34 (notebook 06): drop 0.8 with 1.9 wrong
+    triples per kept one gives a memory like it, each wrong object distinct; wrong <= 1 builds what it always did."""
+    from retllm_utils.memllm.docred import simulated_memory
+
+    docs, rn = corpus
+    mem, n = simulated_memory(docs[:60], rn, drop=0.8, wrong=1.9, seed=0, embedder=NgramEmbedder())
+    assert 0.75 < n["dropped"] / n["gold"] < 0.85 and 1.6 < n["wrong"] / n["kept"] <= 1.9
+    gold = {tuple(t) for d in docs[:60] for _, t in gold_triples(d, rn)}
+    stored = [tuple(t) for t in mem]
+    assert len(stored) >= 0.95 * (n["kept"] + n["wrong"])  # distinct wrong objects: few collapse in the memory
+    assert 0.25 < sum(t in gold for t in stored) / len(stored) < 0.45
+    with pytest.raises(ValueError, match="wrong >= 0"):
+        simulated_memory(docs[:2], rn, wrong=-0.5, embedder=NgramEmbedder())
+
+
 def test_dev_set_as_the_official_eval_builder(corpus):
     """Dev: no Q_thr at build time, results cut to 30, surface-text queries, same-query points merged; so some gold
     queries miss their target in an exact gold lookup (the old dev set was filtered until every one hit)."""

@@ -67,7 +67,7 @@ class MemLLMConfig(TrainConfig):
     # notebook 04: where training replies come from without a write-model memory (ours; the paper gives no shares)
     train_memory: str = checked(one_of("simulated", "gold"), "simulated")
     memory_drop: float = checked(SHARE_BELOW_1, 0.3)
-    memory_wrong: float = checked(SHARE_BELOW_1, 0.1)
+    memory_wrong: float = checked(NON_NEGATIVE, 0.1)  # wrong triples per kept one (may pass 1)
     # notebook 05: training rows per adapter (`TrainConfig`: lr, epochs, batch_size, LoRA ...)
     train_rows: int | None = checked(optional(POSITIVE_INT, "every row notebook 04 built"), None)
     # notebook 06: Table 4
