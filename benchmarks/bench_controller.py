@@ -7,7 +7,9 @@ with `HFGenerator` on SmolLM2-135M on CPU, once per decoding variant (`models.fo
 fp32 with transformers' default (dynamic) KV cache — the path every notebook uses, and the "before" —, bf16
 weights, and a static KV cache with the decoding step compiled by torch.compile, in fp32 and bf16; and, on request
 (`--variants llama.cpp --llama-cpp-src DIR`, llama-cpp-python installed), `llamacpp.LlamaCppGenerator`: the shipped
-Q4_1 GGUF in llama.cpp with the adapter converted to a GGUF LoRA, the same pauses and processors. Every variant
+Q4_1 GGUF in llama.cpp with the adapter converted to a GGUF LoRA, the same pauses and processors; and `xllamacpp`,
+the same GGUF and adapter on the llama.cpp library that `make install` brings (PyPI's prebuilt xllamacpp wheel,
+`chat.xllama`; the adapter converted by `chat.lora_gguf`, no source tree), one of the default variants. Every variant
 gets the same turns on a fresh copy of the memory, in a fresh process (`--same-process` runs them all in one: there
 llama.cpp, run after the fp32 variant, measured 1.52 s per read turn where it measured 1.26 s alone);
 `same_output` counts turns whose calls and answer equal the first variant's (greedy decoding: a variant that
@@ -95,19 +97,28 @@ class TimedMemory:
 
 
 LLAMA_CPP = "llama.cpp"  # optional: llama-cpp-python, the adapter converted to GGUF (retllm_utils.chat.llamacpp)
+XLLAMA = "xllamacpp"  # the default install's llama.cpp: PyPI's prebuilt xllamacpp wheel (retllm_utils.chat.xllama)
+CPP = (LLAMA_CPP, XLLAMA)  # the variants that run the GGUF and apply the converted adapter themselves
 VARIANTS = {  # name: (weights dtype, static KV cache + compiled decoding step)
     "fp32": ("float32", False),
     "bf16": ("bfloat16", False),
     "fp32 + static cache + compile": ("float32", True),
     "bf16 + static cache + compile": ("bfloat16", True),
     LLAMA_CPP: ("q4_1", False),  # llama.cpp multiplies the 4-bit weights as stored
+    XLLAMA: ("q4_1", False),
 }
 
 
-def llama_cpp_generator(adapter: Path, tok, src: str | None, threads: int, max_new_tokens: int):
-    """The llama.cpp variant's generator: the shipped GGUF with `adapter` converted (once, kept beside it)."""
+def llama_cpp_generator(variant: str, adapter: Path, tok, src: str | None, threads: int, max_new_tokens: int):
+    """A llama.cpp variant's generator: the shipped GGUF with `adapter` converted (once, kept beside it) on
+    llama-cpp-python (`src`: llama.cpp's converter, else the kit's) or on the prebuilt xllamacpp library."""
     from retllm_utils.chat.llamacpp import LlamaCppGenerator, load_llama, lora_gguf
 
+    if variant == XLLAMA:
+        from retllm_utils.chat.xllama import XLlamaGenerator, load_xllama
+
+        llm = load_xllama(lora_gguf(adapter, src), threads=threads)
+        return XLlamaGenerator(llm, tok, max_new_tokens=max_new_tokens)
     return LlamaCppGenerator(load_llama(lora_gguf(adapter, src), threads=threads), tok, max_new_tokens=max_new_tokens)
 
 
@@ -133,7 +144,7 @@ def main() -> None:
     ap.add_argument(
         "--adapter", default="auto", help="'auto' (runs/retllm/cpu/adapter_nomask, else adapter), a path, or 'none'"
     )
-    hf = [v for v in VARIANTS if v != LLAMA_CPP]
+    hf = [v for v in VARIANTS if v != LLAMA_CPP]  # xllamacpp comes with `make install`; llama-cpp-python does not
     ap.add_argument("--variants", default=",".join(hf), help=f"comma-separated, of: {'; '.join(VARIANTS)}")
     ap.add_argument("--llama-cpp-src", default=os.environ.get("LLAMA_CPP_SRC"), help="for the llama.cpp variant")
     ap.add_argument("--memory", type=Path, default=CACHE / "memories" / "100k-hnsw.sqlite")
@@ -162,7 +173,7 @@ def main() -> None:
     from retllm_utils.models import for_chat, load_embedder, load_model
     from retllm_utils.paths import RUNS
     from retllm_utils.prompts import chat_prompt
-    from retllm_utils.retllm.synthetic import fact_sentence, load_synthetic
+    from retllm_utils.retllm.synthetic import company_names, fact_sentence, load_synthetic
 
     torch.set_num_threads(a.threads)
     set_threads(a.threads)
@@ -198,14 +209,14 @@ def main() -> None:
         dtype, compiled = VARIANTS[variant]
         t0 = time.perf_counter()
         model, tok = load_model(device="cpu")
-        if adapter is not None and variant != LLAMA_CPP:  # llama.cpp applies the converted adapter itself
+        if adapter is not None and variant not in CPP:  # llama.cpp applies the converted adapter itself
             from peft import PeftModel
 
             model = PeftModel.from_pretrained(model, str(adapter))
-        if variant == LLAMA_CPP:
+        if variant in CPP:
             if adapter is None:
-                raise SystemExit("the llama.cpp variant needs a trained adapter")
-            cpp = llama_cpp_generator(adapter, tok, a.llama_cpp_src, a.threads, a.max_new_tokens)
+                raise SystemExit(f"the {variant} variant needs a trained adapter")
+            cpp = llama_cpp_generator(variant, adapter, tok, a.llama_cpp_src, a.threads, a.max_new_tokens)
             ctl.retllm_pending_read = timer.wrap("pause_check", pending_read)  # called by the generator itself
         else:
             model = for_chat(model, dtype=getattr(torch, dtype), compile=compiled)
@@ -232,12 +243,13 @@ def main() -> None:
                     base = tok(prompt, add_special_tokens=False)["input_ids"]
                     full = tok(prompt + ex["api"], add_special_tokens=False)["input_ids"]
                     kw["logits_processor"] = LogitsProcessorList([ctl.ForceThenFree(len(base), full[len(base) :])])
-                gen = timer.wrap("generate", cpp) if variant == LLAMA_CPP else ctl.HFGenerator(model, tok, **kw)
+                gen = timer.wrap("generate", cpp) if variant in CPP else ctl.HFGenerator(model, tok, **kw)
                 controller = ctl.RetLLMController(
                     gen,
                     TimedMemory(memory, timer),
                     lambda u: chat_prompt(tok, u),
                     copy_names=adapter is not None,
+                    known_names=company_names() if adapter is not None else (),
                     answer_form=fact_sentence if adapter is not None else None,
                 )
                 timer.s.clear()
@@ -354,7 +366,7 @@ def finish(
         "model": "smollm2-135m-instruct (CPU)",
         "mode": mode,
         "adapter": None if adapter is None else os.path.relpath(adapter),
-        "controller": "copy_names, answer_form=fact_sentence (notebook 09's chat)" if adapter else "plain",
+        "controller": "copy_names, known_names, answer_form=fact_sentence (notebook 09's chat)" if adapter else "plain",
         "memory": memory_desc,
         "memory_triples": n_before,
         "index": "hnsw",

@@ -2,9 +2,12 @@
 
     .venv/bin/python experiments/chat_accuracy.py --variants bf16     # -> experiments/results/chat_accuracy.json
     .venv/bin/python experiments/chat_accuracy.py --variants llama.cpp --llama-cpp-src DIR --out chat_accuracy_llamacpp
+    .venv/bin/python experiments/chat_accuracy.py --variants xllamacpp --loss whole_sequence \
+        --out chat_accuracy_xllamacpp_whole_sequence   # the prebuilt llama.cpp, notebook 09's default engine
 
 Every variant is notebook 02's cpu adapter on one of benchmarks/bench_controller.py's decoding paths
-(`models.for_chat`, or llama.cpp with the adapter converted), scored exactly as notebook 03 scores its passes
+(`models.for_chat`, or llama.cpp with the adapter converted: llama-cpp-python or the prebuilt xllamacpp), scored
+exactly as notebook 03 scores its passes
 (names copied, answers held to the reply's facts, LSH memory, MiniLM with the calibrated thresholds); `differs`
 counts examples whose calls or answer differ from notebook 03's own pass of the same adapter (the adapter
 unmerged, fp32), the reference row:
@@ -19,7 +22,7 @@ import os
 import time
 from pathlib import Path
 
-from benchmarks.bench_controller import LLAMA_CPP, VARIANTS, llama_cpp_generator
+from benchmarks.bench_controller import CPP, VARIANTS, llama_cpp_generator
 from benchmarks.common import machine, save_result, set_threads, table
 
 RESULTS = Path(__file__).resolve().parent / "results"  # experiments/results/
@@ -46,6 +49,7 @@ def main() -> None:
     ap.add_argument(
         "--loss", choices=("paper", "whole_sequence"), default="paper", help="which of notebook 02's adapters"
     )
+    ap.add_argument("--phrasings", default="wide", help="the synthetic build notebook 03 scored (its default: wide)")
     ap.add_argument("--llama-cpp-src", default=os.environ.get("LLAMA_CPP_SRC"), help="for the llama.cpp variant")
     ap.add_argument("--out", default="chat_accuracy")
     a = ap.parse_args()
@@ -60,10 +64,10 @@ def main() -> None:
     from retllm_utils.models import for_chat, load_embedder, load_model
     from retllm_utils.paths import run_dir
     from retllm_utils.retllm.evaluation import evaluate_retllm, summarize
-    from retllm_utils.retllm.synthetic import load_synthetic
+    from retllm_utils.retllm.synthetic import company_names, load_synthetic
 
     set_threads(a.threads)
-    rows = list(load_synthetic("cpu", 0)["test"])[: a.n]
+    rows = list(load_synthetic("cpu", 0, a.phrasings)["test"])[: a.n]
     embedder = load_embedder()
     adapter = run_dir("retllm", "cpu") / {"paper": "adapter", "whole_sequence": "adapter_nomask"}[a.loss]
     ref_file = run_dir("retllm", "cpu") / {"paper": "test_RET-LLM_papers_loss_mask.jsonl"}.get(
@@ -75,15 +79,24 @@ def main() -> None:
     for v in variants:
         dtype, compiled = VARIANTS[v]
         base, tok = load_model(device="cpu")
-        if v == LLAMA_CPP:
-            generator = llama_cpp_generator(adapter, tok, a.llama_cpp_src, a.threads, 128)
+        if v in CPP:
+            generator = llama_cpp_generator(v, adapter, tok, a.llama_cpp_src, a.threads, 128)
             model = None
         else:
             model = for_chat(PeftModel.from_pretrained(base, adapter), dtype=getattr(torch, dtype), compile=compiled)
             generator = None
         t0 = time.perf_counter()
         df = evaluate_retllm(
-            model, tok, rows, embedder, index="lsh", copy_names=True, state_facts=True, desc=v, generator=generator
+            model,
+            tok,
+            rows,
+            embedder,
+            index="lsh",
+            copy_names=True,
+            state_facts=True,
+            known_names=company_names(),  # as notebook 03
+            desc=v,
+            generator=generator,
         )
         seconds = time.perf_counter() - t0
         assert list(df["id"]) == list(ref["id"]), "the test split is not notebook 03's"

@@ -187,3 +187,22 @@ def test_load_retllm_runs_the_trained_adapter_on_xllamacpp(smol, tmp_path, monke
     assert isinstance(gen, XLlamaGenerator) and msg.endswith("on xllamacpp")
     text, _ = gen(chat_prompt(tok, "Who is employed by Pfizer?"))
     assert text and gen.model.n_tokens > 8
+
+
+def test_the_auto_engine_is_xllamacpp_on_a_cpu_and_transformers_with_cuda(smol, tmp_path, monkeypatch):
+    """Notebook 09's default engine: the prebuilt llama.cpp where there is no GPU (this machine), transformers where
+    CUDA is there; an engine name it does not know is refused by name, not run as transformers."""
+    import retllm_utils.chat.loading as loading
+    from retllm_utils.chat.xllama import available
+
+    assert available()  # a main dependency on Linux x86-64: make install brings it
+    adapter = _adapter(tmp_path)
+    monkeypatch.setattr(loading, "run_dir", lambda paper, profile: adapter.parent)
+    monkeypatch.setattr(torch, "get_num_threads", lambda: 1)
+    kw = dict(dtype=torch.float32, max_new_tokens=8)
+    ctls, _, msg = loading.load_retllm("smollm2-135m-instruct", "smoke", "paper", **kw)
+    assert isinstance(ctls["trained"].generator, XLlamaGenerator) and msg.endswith("on xllamacpp")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert loading.chat_engine("auto") == "transformers" and loading.chat_engine("xllamacpp") == "xllamacpp"
+    with pytest.raises(ValueError, match="engine must be 'auto'"):
+        loading.load_retllm("smollm2-135m-instruct", "smoke", "paper", engine="xllama", **kw)

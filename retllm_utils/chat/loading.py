@@ -17,7 +17,7 @@ from ..models import for_chat, load_model
 from ..paths import ROOT, run_dir
 from ..prompts import chat_prompt
 
-__all__ = ["load_retllm", "load_memllm"]
+__all__ = ["chat_engine", "load_retllm", "load_memllm"]
 
 NO_RETLLM = """!! no RET-LLM adapter in {where}: run notebook 02 with profile={profile!r}
    first. Until then only the zero-shot base model chats (it cannot use the memory).
@@ -31,6 +31,18 @@ def _shown(path: Path) -> str:
     return os.path.relpath(path, ROOT)
 
 
+def chat_engine(engine: str = "auto") -> str:
+    """The engine `load_retllm` runs: "auto" is xllamacpp on a machine without CUDA where its library opens (3-4x
+    faster per token on 2 CPU cores: benchmarks/README.md), else transformers; an unknown name is refused."""
+    if engine not in ("auto", "transformers", "xllamacpp", "llama.cpp"):
+        raise ValueError(f"engine must be 'auto', 'transformers', 'xllamacpp' or 'llama.cpp'; got {engine!r}")
+    if engine != "auto":
+        return engine
+    from .xllama import available
+
+    return "xllamacpp" if not torch.cuda.is_available() and available() else "transformers"
+
+
 def load_retllm(
     model_id: str,
     profile: str,
@@ -38,7 +50,7 @@ def load_retllm(
     *,
     dtype: Any,
     max_new_tokens: int,
-    engine: str = "transformers",
+    engine: str = "auto",
     llama_cpp_src: str | None = None,
     answer_form: Callable | None = None,
 ) -> tuple[dict[str, RetLLMController], Any, str]:
@@ -49,8 +61,10 @@ def load_retllm(
 
     Both run in `dtype` with the adapter merged (`models.for_chat`), or the trained one on llama.cpp
     (`engine="llama.cpp"`: the shipped 4-bit GGUF with the adapter converted, `chat.llamacpp`; `engine="xllamacpp"`:
-    the same on the prebuilt llama.cpp of PyPI's xllamacpp wheel, no compiler needed, `chat.xllama`).
+    the same on the prebuilt llama.cpp of PyPI's xllamacpp wheel, no compiler needed, `chat.xllama`; "auto":
+    `chat_engine`'s choice).
     """
+    engine = chat_engine(engine)
     adapter = run_dir("retllm", profile) / {"whole_sequence": "adapter_nomask", "paper": "adapter"}[loss]
     base, tokenizer = load_model(model_id)
     base = for_chat(base, dtype=dtype)

@@ -25,7 +25,7 @@ import torch
 from ..models import gguf_path
 from .llamacpp import LlamaCppGenerator
 
-__all__ = ["XLLAMACPP_VERSION", "XLlama", "XLlamaGenerator", "load_xllama"]
+__all__ = ["XLLAMACPP_VERSION", "XLlama", "XLlamaGenerator", "available", "load_xllama"]
 
 XLLAMACPP_VERSION = "2026.10.11549"  # the llama.h the structs below copy
 
@@ -138,6 +138,15 @@ def _lib() -> C.CDLL:
         fn.restype, fn.argtypes = res, args
     lib.llama_backend_init()
     return lib
+
+
+def available() -> bool:
+    """Whether this machine can open the pinned xllamacpp library (chat.loading's "auto" engine asks)."""
+    try:
+        _lib()
+    except ImportError:
+        return False
+    return True
 
 
 class XLlama:
