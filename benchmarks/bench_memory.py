@@ -22,12 +22,15 @@ figures: benchmarks/figures/08_memory_scaling.png, 08_memory_sweep.png, and `ben
 `--backend postgres` measures the same workload in PgTripleMemory, one schema per size and index, on the server
 at `--pg-uri` or, without it, on a private pgserver started on `--dir`/pgdata (stopped at the end). Disk is the
 schema's tables with their indexes (pg_total_relation_size); RSS is the client process's only (the server's memory
-is not counted); the save step is nothing (commits are durable). No figure is drawn for it.
+is not counted); the save step is nothing (commits are durable). Each memory is loaded in one
+`PgTripleMemory.bulk()` transaction (the HNSW indexes built once, after the rows; `--no-pg-bulk`: batch by batch
+into the live index, as before the bulk path existed). No figure is drawn for it.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -148,8 +151,9 @@ def drop_memory(target) -> None:
         f.unlink(missing_ok=True)
 
 
-def build_memory(path, kind: str, embedder, triples, batch: int) -> dict:
-    """Write `triples` in batches into a new memory at `path`, then close it (saving the indexes)."""
+def build_memory(path, kind: str, embedder, triples, batch: int, bulk: bool = False) -> dict:
+    """Write `triples` in batches into a new memory at `path`, then close it (saving the indexes); `bulk` (Postgres):
+    every batch inside one `PgTripleMemory.bulk()` load, the HNSW indexes built once at its end."""
     ents, rels = phrases_of(triples)
     emb = TimedEmbedder(embedder)
     drop_memory(path)
@@ -157,8 +161,9 @@ def build_memory(path, kind: str, embedder, triples, batch: int) -> dict:
     load0 = loadavg()
     mem = open_memory(path, kind, emb)
     t0 = time.perf_counter()
-    for i in range(0, len(triples), batch):
-        mem.write_many(triples[i : i + batch])
+    with mem.bulk() if bulk else contextlib.nullcontext():
+        for i in range(0, len(triples), batch):
+            mem.write_many(triples[i : i + batch])
     write_s = time.perf_counter() - t0
     rss_built = rss_mib() - rss0
     t1 = time.perf_counter()
@@ -178,6 +183,7 @@ def build_memory(path, kind: str, embedder, triples, batch: int) -> dict:
         "n_entities": len(ents),
         "n_relations": len(rels),
         "batch": batch,
+        "bulk": bulk,
         "write_s": write_s,
         "cache_lookup_s": emb.seconds,
         "store_index_s": write_s - emb.seconds,
@@ -198,7 +204,12 @@ def worker_build(a) -> dict:
     ents, rels = phrases_of(triples)
     cache.get(ents + rels)  # load the cached vectors now: reading the cache is not the memory's time
     return build_memory(
-        a.path if "#" in a.path else Path(a.path), a.kind, CachedEmbedder(cache, name, dim, th), triples, a.batch
+        a.path if "#" in a.path else Path(a.path),
+        a.kind,
+        CachedEmbedder(cache, name, dim, th),
+        triples,
+        a.batch,
+        bulk="#" in a.path and a.pg_bulk,
     )
 
 
@@ -367,6 +378,7 @@ def run_worker(role: str, a, kind: str, n: int, path: Path, extra: list[str] = (
         str(a.batch),
         "--encoder",
         a.encoder,
+        "--pg-bulk" if a.pg_bulk else "--no-pg-bulk",
         *extra,
     ]
     if a.backend == "postgres":  # PgTripleMemory's server process inherits nothing: the client is measured alone
@@ -484,6 +496,12 @@ def main() -> None:
         "--kinds", nargs="+", default=None, choices=KINDS, help="default: flat lsh hnsw (postgres: flat hnsw)"
     )
     ap.add_argument("--backend", choices=["sqlite", "postgres"], default="sqlite")
+    ap.add_argument(
+        "--pg-bulk",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="postgres: load each memory in one bulk() transaction, HNSW indexes built once at the end (default)",
+    )
     ap.add_argument("--pg-uri", help="postgres: your server's URI (default: a private pgserver on --dir/pgdata)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--queries", type=int, default=1000, help="exact and fuzzy lookups, each")

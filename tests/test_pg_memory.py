@@ -253,3 +253,69 @@ def test_one_switch_opens_either_backend(pg_uri, schema, tmp_path):
     assert (tmp_path / "mem.sqlite.pgdata" / "PG_VERSION").is_file()  # the private server's data directory
     with pytest.raises(ValueError, match="backend must be"):
         open_memory("redis", tmp_path / "x")
+
+
+# ---------------------------------------------------------------------------------------------- bulk loads
+def _indexes(m):
+    sql = "SELECT indexname FROM pg_indexes WHERE schemaname = ? AND right(indexname, 4) = 'hnsw'"
+    return sorted(r[0] for r in m._conn.execute(sql, (m.schema,)))
+
+
+def test_a_bulk_load_indexes_once_and_is_all_or_nothing(pg_uri, schema):
+    """Inside `bulk()` the HNSW indexes are gone and every write is one transaction; at the end they are built again
+    with the same definition. An exception in the block leaves the triples and the indexes as they were."""
+    with _open(pg_uri, schema) as m:
+        m.write_many([("Ann Lee", "employed by", "Pfizer")])
+        before = _indexes(m)
+        assert before == ["phrases_entity_hnsw", "phrases_relation_hnsw"]
+        with m.bulk(maintenance_work_mem="64MB", workers=1):
+            assert _indexes(m) == []
+            for i in range(0, 3000, 500):
+                m.write_many([(f"Person {k}", f"rel {k % 20}", f"Company {k % 101}") for k in range(i, i + 500)])
+            assert len(m) == 3001  # the load's own connection sees its rows
+        assert _indexes(m) == before and len(m) == 3001
+        assert m.read_explained(("Persn 17", "", "")).substitutions[0].stored.startswith("Person 17")
+        with pytest.raises(RuntimeError, match="stop"):
+            with m.bulk():
+                m.write_many([(f"Other {k}", "r", "o") for k in range(100)])
+                raise RuntimeError("stop")
+        assert _indexes(m) == before and len(m) == 3001 and ("Other 5", "r", "o") not in m
+        for bad in ({"maintenance_work_mem": "1GB; DROP TABLE x"}, {"workers": -1}):
+            with pytest.raises(ValueError, match="maintenance_work_mem|workers"):
+                with m.bulk(**bad):
+                    pass
+        assert len(m) == 3001
+
+
+_KILLED_BULK = textwrap.dedent(
+    """
+    import sys
+    from retllm_utils.backends.postgres import PgTripleMemory
+    from retllm_utils.models import NgramEmbedder
+    m = PgTripleMemory(sys.argv[1], embedder=NgramEmbedder(), index="hnsw", schema=sys.argv[2])
+    m.write_many([(f"before {k}", "r", f"o {k}") for k in range(50)])
+    with m.bulk():
+        for i in range(10**6):
+            m.write_many([(f"bulk {i} s{k}", "r", f"bulk {i} o{k}") for k in range(50)])
+            print(i, flush=True)
+    """
+)
+
+
+def test_kill_9_in_a_bulk_load_leaves_the_memory_as_before_it(pg_uri, schema):
+    """A crash in the middle of a bulk load (kill -9 after batches it wrote) loses the load, nothing before it; the
+    indexes it dropped are there again."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    args = [sys.executable, "-c", _KILLED_BULK, pg_uri, schema]
+    p = subprocess.Popen(args, stdout=subprocess.PIPE, env=env, text=True)
+    for n, _ in enumerate(p.stdout, 1):
+        if n == 10:
+            p.send_signal(signal.SIGKILL)
+            break
+    p.wait(timeout=30)
+    assert n == 10
+    with _open(pg_uri, schema) as m:
+        assert len(m) == 50 and all(t.subject.startswith("before ") for t in m)
+        assert _indexes(m) == ["phrases_entity_hnsw", "phrases_relation_hnsw"]
+        m.write("after", "r", "o")  # the killed load's lock went with its session
+        assert len(m) == 51

@@ -257,6 +257,37 @@ class PgStore(TripleStore):
             ids.update(c.execute(sql, (new,)).fetchall())
         return ids
 
+    @contextlib.contextmanager
+    def bulk(self, maintenance_work_mem: str = "1GB", workers: int | None = None) -> Iterator[PgStore]:
+        """A bulk load, as pgvector advises (load first, index after): the `write_many` calls inside the block are
+        one transaction holding this memory's write lock, with the HNSW indexes dropped first and built once at the
+        end, with `maintenance_work_mem` and `workers` parallel maintenance workers (None: the server's setting).
+
+        All or nothing: an exception in the block, or the process killed, leaves the memory as it was. DROP INDEX
+        locks the phrase table until the commit, so readers of this memory wait for it and then see the new state:
+        never a half-loaded memory or a half-built index.
+        """
+        if not re.fullmatch(r"[1-9][0-9]*(kB|MB|GB)", maintenance_work_mem):
+            raise ValueError(f"maintenance_work_mem must read like '1GB' or '512MB'; got {maintenance_work_mem!r}")
+        if workers is not None and not (isinstance(workers, int) and workers >= 0):
+            raise ValueError(f"workers must be an int >= 0 or None; got {workers!r}")
+        c = self._live()
+        with c.transaction():
+            c.execute("SELECT pg_advisory_xact_lock(hashtext(?))", (self._lock_name,))
+            rebuild = []
+            for kind in (ENTITY, RELATION):
+                name = f"phrases_{KINDS[kind]}_hnsw"
+                definition = c.execute("SELECT pg_get_indexdef(to_regclass(?))", (name,)).fetchone()[0]
+                if definition is not None:
+                    c.execute(f"DROP INDEX {name}")
+                    rebuild.append(definition)
+            yield self  # an exception here rolls the transaction back: indexes and rows as before
+            c.execute(f"SET LOCAL maintenance_work_mem = '{maintenance_work_mem}'")
+            if workers is not None:
+                c.execute(f"SET LOCAL max_parallel_maintenance_workers = {workers}")
+            for definition in rebuild:
+                c.execute(definition)
+
     def _bulk_index(self, kind: int, n_new: int) -> str | None:
         """Inside a transaction: for a batch that adds at least BULK_PHRASES phrases and a quarter of the table, drop
         the kind's HNSW index and return its definition, to build it again after the COPY.
