@@ -1,0 +1,114 @@
+"""MemLLM's write model against its training size: write recall and precision (Table 4's embedding match) per point.
+
+Each point is a write adapter trained as notebook 05 trains its own on the first N training documents for E epochs
+and scored by `write_levers.py` on the same slice (first 3 focus sentences of dev documents 0–29, 494 gold triples,
+late stopping K = 5): experiments/results/write_levers*.json. Training tokens are counted with the kit's current
+write-row builder and tokenizer (N documents' rows x E). A line recall = a + b log10(tokens) is fitted per decoding
+(least squares; a handful of points, so a rough guide, not a law) and solved for the kit's goal (recall 0.30) and
+the paper's MW[dev] recall (0.578, Table 4 "+ 10xAnnot.").
+
+    .venv/bin/python experiments/write_scaling.py  # -> experiments/results/write_scaling.json, figures/05_*.png
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+
+import numpy as np
+
+from retllm_utils.paths import ROOT
+
+RESULTS = ROOT / "experiments" / "results"
+DECODINGS = ("free, late", "constrained, late")  # notebook 06's MW[dev] decoding first
+PAPER_RECALL, GOAL_RECALL = 0.578, 0.30
+
+
+def tokens_per_epoch(n_docs: int) -> int:
+    """SmolLM2 tokens of the write rows of the first `n_docs` training documents (write_levers.train's rows)."""
+    from retllm_utils.memllm.config import MemLLMConfig
+    from retllm_utils.memllm.dataset import render
+    from retllm_utils.memllm.docred import load_docred, relation_names
+    from retllm_utils.memllm.examples import build_write_rows
+    from retllm_utils.models import load_model
+    from retllm_utils.paths import DATA
+    from retllm_utils.training import build_sft_dataset
+
+    config = MemLLMConfig.for_profile("cpu")
+    red = DATA / "redocred"
+    docs, rel = load_docred(red / "test_revised.json"), relation_names(red / "rel_info.json")
+    rules = config.as_dict(("seed", "drop_empty", "max_pretext_chars", "empty_evidence", "max_triples"))
+    rows, _ = build_write_rows(docs, rel, range(n_docs), split="train", **rules)
+    _, tok = load_model("smollm2-135m-instruct", device="cpu")
+    return sum(len(x) for x in build_sft_dataset(tok, rows, render, config.max_length)["input_ids"])
+
+
+def points() -> list[dict]:
+    """One point per scored adapter in experiments/results/write_levers*.json whose file names N x E."""
+    out = []
+    for f in sorted(RESULTS.glob("write_levers*.json")):
+        report = json.loads(f.read_text())
+        for key, scores in report.items():
+            m = re.search(r"(\d+) ?(?:x|documents x) ?(\d+)", key) or re.search(r"(\d+)x(\d+)", f.stem)
+            if key in ("training", "source") or not isinstance(scores, dict) or not m:
+                continue
+            n_docs, epochs = int(m.group(1)), int(m.group(2))
+            row = {"adapter": key, "file": f.name, "train_docs": n_docs, "epochs": epochs}
+            out.append(row | {d: {k: scores[d][k] for k in ("emb. P", "emb. R")} for d in DECODINGS})
+    return out
+
+
+def main() -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    pts = points()
+    per_doc = {n: tokens_per_epoch(n) for n in sorted({p["train_docs"] for p in pts})}
+    for p in pts:
+        p["tokens_per_epoch"], p["tokens"] = per_doc[p["train_docs"]], per_doc[p["train_docs"]] * p["epochs"]
+    fits = {}
+    for d in DECODINGS:
+        x = np.log10([p["tokens"] for p in pts])
+        y = np.array([p[d]["emb. R"] for p in pts])
+        b, a = np.polyfit(x, y, 1)
+        fits[d] = {"a": a, "b per decade": b, "points": len(pts)}
+        for name, target in (("goal 0.30", GOAL_RECALL), ("paper 0.578", PAPER_RECALL)):
+            fits[d][f"tokens for recall {name}"] = 10 ** ((target - a) / b) if b > 0 else math.inf
+    res = {"eval": "dev documents 0-29, first 3 focus sentences, 494 gold triples", "points": pts, "fits": fits}
+    (RESULTS / "write_scaling.json").write_text(json.dumps(res, indent=1) + "\n")
+
+    fig, axes = plt.subplots(1, 2, figsize=(9, 3.4), dpi=100)
+    grid = np.logspace(math.log10(min(p["tokens"] for p in pts)) - 0.1, 7, 50)
+    for ax, metric in zip(axes, ("emb. R", "emb. P")):
+        for d, color in zip(DECODINGS, ("tab:blue", "tab:orange")):
+            ax.scatter([p["tokens"] for p in pts], [p[d][metric] for p in pts], color=color, label=d, zorder=3)
+            for p in pts if d == DECODINGS[0] else ():
+                ax.annotate(
+                    f"{p['train_docs']}x{p['epochs']}",
+                    (p["tokens"], p[d][metric]),
+                    fontsize=6,
+                    xytext=(3, -8),
+                    textcoords="offset points",
+                )
+            if metric == "emb. R":
+                f = fits[d]
+                ax.plot(grid, f["a"] + f["b per decade"] * np.log10(grid), color=color, ls="--", lw=0.8)
+        ax.set_xscale("log")
+        ax.set_xlabel("training tokens (write rows x epochs)")
+        ax.set_ylabel(f"write {'recall' if metric == 'emb. R' else 'precision'} (embedding match)")
+    axes[0].axhline(PAPER_RECALL, color="k", ls=":", label="paper MW[dev] recall 0.578")
+    axes[0].axhline(GOAL_RECALL, color="gray", ls="-.", label="kit goal 0.30")
+    axes[0].legend(fontsize=7)
+    fig.suptitle("MemLLM write model (SmolLM2-135M) on 30 dev documents vs its training size", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(ROOT / "figures" / "05_write_scaling.png")
+    for p in pts:
+        print(p["train_docs"], "x", p["epochs"], p["tokens"], {d: p[d] for d in DECODINGS})
+    print(json.dumps(fits, indent=1))
+
+
+if __name__ == "__main__":
+    main()
