@@ -327,7 +327,7 @@ class MemoryReads(TripleStore):
             raise ValueError(f"MemLLM query {tuple(query)!r} must give the relation and exactly one of subject/object")
         self._sync()
         subject_query = bool(q.subject)
-        e_vec, r_vec = self._encode([q.subject or q.object])[0], self._encode([q.relation])[0]
+        e_vec, r_vec = self._encode([q.subject or q.object, q.relation])  # one encoder call: its overhead dominates
         ents = {i: c for i, _, c in self._search(ENTITY, e_vec, self.tau_entity, nearest_only=False)}
         rels = {i: c for i, _, c in self._search(RELATION, r_vec, self.tau_relation, nearest_only=False)}
         for text, kind, found in ((q.subject or q.object, ENTITY, ents), (q.relation, RELATION, rels)):

@@ -152,6 +152,23 @@ def test_memllm_subject_and_object_queries(mem):
     assert hits[0][1] == pytest.approx((emb[0] @ emb[1] + emb[2] @ emb[3]) / 2, abs=1e-5)
 
 
+def test_a_memllm_query_costs_one_encoder_call(make_memory):
+    """The evaluator reads at every point of a document: a call into the encoder costs more than the phrases in it,
+    so a query's entity and relation are encoded together, once."""
+    calls = []
+
+    class Calls(NgramEmbedder):
+        def encode(self, texts):
+            calls.append(list(texts))
+            return super().encode(texts)
+
+    m = make_memory(index="flat", embedder=Calls())
+    m.write_many(FACTS)
+    calls.clear()
+    assert m.query_memllm([("Anne Lee", "employed by", ""), ("", "founder of", "Moderna")]) == ["Ann Lee", "Pfizer"]
+    assert calls == [["Anne Lee", "employed by"], ["Moderna", "founder of"]]
+
+
 def test_memllm_orders_by_score_and_applies_each_threshold(make_memory):
     m = make_memory(index="flat")
     m.write_many([("Anne Lee", "employed by", "Moderna"), ("Ann Lee", "employed by", "Pfizer")])
