@@ -4,8 +4,8 @@ Notebook 05's read adapter trains on replies from a simulated memory that keeps 
 ~0.7); the memory it reads in row ③, MW[dev], was written by the kit's write model: recall 0.197, precision 0.340
 (notebook 06, late stopping, embedding match). This trains a second read adapter exactly as notebook 05 trains its
 own (the cpu profile's rows, LoRA and schedule) but with the simulated memory at the write model's quality
-(`memory_drop` 0.8: recall ~0.2; `memory_wrong` 1.9 wrong triples per kept one: precision ~0.34), then scores rows
-#2, ③, ⑤ and ⑦ with it on the 30 documents notebook 07 scores, and ③ − #2 with paired 95% intervals, beside the
+(`memory_drop` 0.8: recall ~0.2; `memory_wrong` 1.9 wrong triples per kept one: precision ~0.35), then scores rows
+#2, ③, ⑤ and ⑦ with it on the 30 documents notebook 07 scores, and #2 − ③ with paired 95% intervals, beside the
 committed adapter's rows from results/07_table1.json (not re-run here).
 
     .venv/bin/python experiments/read_noise.py   # -> runs/levers/read_noisy, experiments/results/read_noise.json

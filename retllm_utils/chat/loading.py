@@ -32,8 +32,9 @@ def _shown(path: Path) -> str:
 
 
 def chat_engine(engine: str = "auto") -> str:
-    """The engine `load_retllm` runs: "auto" is xllamacpp on a machine without CUDA where its library opens (3-4x
-    faster per token on 2 CPU cores: benchmarks/README.md), else transformers; an unknown name is refused."""
+    """The engine `load_retllm` runs: "auto" is xllamacpp on a machine without CUDA where its library opens (2-3.5x
+    faster per token than transformers on 2 CPU cores: benchmarks/README.md), else transformers; an unknown name
+    is refused."""
     if engine not in ("auto", "transformers", "xllamacpp", "llama.cpp"):
         raise ValueError(f"engine must be 'auto', 'transformers', 'xllamacpp' or 'llama.cpp'; got {engine!r}")
     if engine != "auto":
