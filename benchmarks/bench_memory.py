@@ -138,6 +138,18 @@ def pg_disk(target: str) -> dict[str, float]:
     return {name: size / 2**20 for name, size in rows}
 
 
+def memory_exists(target) -> bool:
+    """Whether an earlier build is there: the SQLite file, or the Postgres schema ("<uri>#<schema>")."""
+    if "#" in str(target):
+        import psycopg
+
+        uri, schema = str(target).rsplit("#", 1)
+        with psycopg.connect(uri, autocommit=True) as conn:
+            sql = "SELECT 1 FROM information_schema.schemata WHERE schema_name = %s"
+            return conn.execute(sql, (schema,)).fetchone() is not None
+    return Path(target).exists()
+
+
 def drop_memory(target) -> None:
     """Remove an earlier build: the SQLite file and its companions, or the Postgres schema."""
     if "#" in str(target):
@@ -594,7 +606,7 @@ def main() -> None:
                 path = Path(f"bench_{size_label(n)}_{kind}{'' if a.encoder == 'minilm' else '_' + a.encoder}".lower())
             print(f"== {size_label(n)} {kind}: load {loadavg()}", flush=True)
             busy = busy_processes()
-            if a.no_build and path.exists():
+            if a.no_build and memory_exists(f"{a.pg_uri}#{path}" if a.backend == "postgres" else path):
                 prev = next((r for r in res["runs"] if r["n_triples"] == n and r["kind"] == kind), None)
                 build = {
                     k: v
@@ -605,6 +617,7 @@ def main() -> None:
                         "n_entities",
                         "n_relations",
                         "batch",
+                        "bulk",
                         "write_s",
                         "cache_lookup_s",
                         "store_index_s",
