@@ -263,9 +263,10 @@ class PgStore(TripleStore):
         one transaction holding this memory's write lock, with the HNSW indexes dropped first and built once at the
         end, with `maintenance_work_mem` and `workers` parallel maintenance workers (None: the server's setting).
 
-        All or nothing: an exception in the block, or the process killed, leaves the memory as it was. DROP INDEX
-        locks the phrase table until the commit, so readers of this memory wait for it and then see the new state:
-        never a half-loaded memory or a half-built index.
+        The tables are analyzed at the end (a load this large leaves the planner without statistics until
+        autovacuum comes). All or nothing: an exception in the block, or the process killed, leaves the memory as it
+        was. DROP INDEX locks the phrase table until the commit, so readers of this memory wait for it and then see
+        the new state: never a half-loaded memory or a half-built index.
         """
         if not re.fullmatch(r"[1-9][0-9]*(kB|MB|GB)", maintenance_work_mem):
             raise ValueError(f"maintenance_work_mem must read like '1GB' or '512MB'; got {maintenance_work_mem!r}")
@@ -287,6 +288,8 @@ class PgStore(TripleStore):
                 c.execute(f"SET LOCAL max_parallel_maintenance_workers = {workers}")
             for definition in rebuild:
                 c.execute(definition)
+            c.execute("ANALYZE phrases")  # without statistics the planner scans: exact reads 4.2 ms, not 0.7, at 1M
+            c.execute("ANALYZE triples")
 
     def _bulk_index(self, kind: int, n_new: int) -> str | None:
         """Inside a transaction: for a batch that adds at least BULK_PHRASES phrases and a quarter of the table, drop
