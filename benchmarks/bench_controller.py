@@ -110,16 +110,10 @@ VARIANTS = {  # name: (weights dtype, static KV cache + compiled decoding step)
 
 
 def llama_cpp_generator(variant: str, adapter: Path, tok, src: str | None, threads: int, max_new_tokens: int):
-    """A llama.cpp variant's generator: the shipped GGUF with `adapter` converted (once, kept beside it) on
-    llama-cpp-python (`src`: llama.cpp's converter, else the kit's) or on the prebuilt xllamacpp library."""
-    from retllm_utils.chat.llamacpp import LlamaCppGenerator, load_llama, lora_gguf
+    """A llama.cpp variant's generator, as notebook 09 builds it (`chat.loading.cpp_generator`)."""
+    from retllm_utils.chat.loading import cpp_generator
 
-    if variant == XLLAMA:
-        from retllm_utils.chat.xllama import XLlamaGenerator, load_xllama
-
-        llm = load_xllama(lora_gguf(adapter, src), threads=threads)
-        return XLlamaGenerator(llm, tok, max_new_tokens=max_new_tokens)
-    return LlamaCppGenerator(load_llama(lora_gguf(adapter, src), threads=threads), tok, max_new_tokens=max_new_tokens)
+    return cpp_generator("xllamacpp" if variant == XLLAMA else "llama.cpp", adapter, tok, src, threads, max_new_tokens)
 
 
 MEDIANS = (

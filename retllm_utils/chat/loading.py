@@ -17,7 +17,7 @@ from ..models import for_chat, load_model
 from ..paths import ROOT, run_dir
 from ..prompts import chat_prompt
 
-__all__ = ["chat_engine", "load_retllm", "load_memllm"]
+__all__ = ["chat_engine", "cpp_generator", "load_retllm", "load_memllm"]
 
 NO_RETLLM = """!! no RET-LLM adapter in {where}: run notebook 02 with profile={profile!r}
    first. Until then only the zero-shot base model chats (it cannot use the memory).
@@ -42,6 +42,21 @@ def chat_engine(engine: str = "auto") -> str:
     from .xllama import available
 
     return "xllamacpp" if not torch.cuda.is_available() and available() else "transformers"
+
+
+def cpp_generator(
+    engine: str, adapter: Path, tokenizer: Any, llama_cpp_src: str | None, threads: int, max_new_tokens: int
+) -> HFGenerator:
+    """A llama.cpp generator for the trained adapter: the shipped GGUF with `adapter` converted to a GGUF LoRA once
+    (`llamacpp.lora_gguf`), on llama-cpp-python ("llama.cpp") or on the prebuilt xllamacpp library ("xllamacpp")."""
+    from .llamacpp import LlamaCppGenerator, load_llama, lora_gguf
+
+    lora = lora_gguf(adapter, llama_cpp_src)
+    if engine == "xllamacpp":
+        from .xllama import XLlamaGenerator, load_xllama
+
+        return XLlamaGenerator(load_xllama(lora, threads=threads), tokenizer, max_new_tokens=max_new_tokens)
+    return LlamaCppGenerator(load_llama(lora, threads=threads), tokenizer, max_new_tokens=max_new_tokens)
 
 
 def load_retllm(
@@ -72,17 +87,9 @@ def load_retllm(
     controllers = {"base": RetLLMController.from_model(base, tokenizer, None, max_new_tokens=max_new_tokens)}
     if not (adapter / "adapter_config.json").is_file():
         return controllers, tokenizer, NO_RETLLM.format(where=_shown(adapter), profile=profile)
-    if engine == "llama.cpp":
-        from .llamacpp import LlamaCppGenerator, load_llama, lora_gguf
-
-        llm = load_llama(lora_gguf(adapter, llama_cpp_src), threads=torch.get_num_threads())
-        generator: HFGenerator = LlamaCppGenerator(llm, tokenizer, max_new_tokens=max_new_tokens)
-    elif engine == "xllamacpp":
-        from .llamacpp import lora_gguf
-        from .xllama import XLlamaGenerator, load_xllama
-
-        xllm = load_xllama(lora_gguf(adapter, llama_cpp_src), threads=torch.get_num_threads())
-        generator = XLlamaGenerator(xllm, tokenizer, max_new_tokens=max_new_tokens)
+    if engine in ("llama.cpp", "xllamacpp"):
+        threads = torch.get_num_threads()
+        generator: HFGenerator = cpp_generator(engine, adapter, tokenizer, llama_cpp_src, threads, max_new_tokens)
     else:
         from peft import PeftModel
 
