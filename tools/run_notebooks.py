@@ -78,6 +78,12 @@ def main() -> int:
         metavar=("NAME", "VALUE"),
         help="another parameter, as papermill's -p",
     )
+    ap.add_argument(
+        "--cell-timeout",
+        type=int,
+        default=None,
+        help="seconds a cell may run before the run fails (make test: 600, so a hung kernel fails fast; default none)",
+    )
     ap.add_argument("notebooks", nargs="*", type=Path, help="default: notebooks/[0-9][0-9]_*.ipynb")
     args = ap.parse_args()
     extra = {name: yaml.safe_load(value) for name, value in args.p}  # "False" -> False, "3" -> 3, as papermill reads
@@ -97,6 +103,7 @@ def main() -> int:
                 kernel_name="python3",
                 cwd=str(nb.parent),
                 progress_bar=False,
+                execution_timeout=args.cell_timeout,
             )
         finally:
             # Executed copies (--out, as `make test` makes them) are left exactly as papermill wrote them: nbval
