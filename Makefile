@@ -48,7 +48,7 @@ test: lint
 	$(PY) -m pytest -q -rs tests  # -rs: a skipped test (the browser test without Chromium) says why
 	rm -rf $(NBRUN) && $(PY) tools/run_notebooks.py --profile smoke --cell-timeout 600 --out $(NBRUN)
 	@if ls $(NBRUN)/*.ipynb >/dev/null 2>&1; then \
-	  $(PY) -m pytest -q -p no:cacheprovider --nbval-lax --nbval-current-env $(NBRUN)/*.ipynb; fi
+	  $(PY) -m pytest -q -p no:cacheprovider --nbval-lax --nbval-current-env --nbval-cell-timeout=600 $(NBRUN)/*.ipynb; fi
 
 # Format the code base and fix what ruff can fix safely (notebook cells included).
 format: $(STAMP)
