@@ -33,22 +33,34 @@ RED = DATA / "redocred"
 CPU = MemLLMConfig.for_profile("cpu")  # the sizes notebooks 04–06 use on the cpu profile
 
 
-def train(n_docs: int, epochs: float, out: Path, *, seed: int = 0, model_id: str = "smollm2-135m-instruct") -> dict:
+def train(
+    n_docs: int, epochs: float, out: Path, *, seed: int = 0, model_id: str = "smollm2-135m-instruct", fp32: bool = False
+) -> dict:
     """A write adapter on the first `n_docs` training documents: notebook 04's rows and notebook 05's training
     (`MemLLMConfig`'s cpu profile with these epochs, `training.train_or_reuse`: an adapter already in `out` that was
-    trained the same way is reused)."""
+    trained the same way is reused). `fp32`: fp32 weights and no bf16 autocast on a GPU too, the CPU's arithmetic,
+    so that a point trained on a GPU differs from the CPU's points by the device alone."""
+    import torch
+
     from retllm_utils.memllm.dataset import render
-    from retllm_utils.models import load_model
+    from retllm_utils.models import load_model, pick_device
     from retllm_utils.training import build_sft_dataset, train_or_reuse
 
     config = MemLLMConfig.for_profile("cpu", seed=seed, epochs=epochs)
     docs, rel = load_docred(RED / "test_revised.json"), relation_names(RED / "rel_info.json")
     rules = config.as_dict(("seed", "drop_empty", "max_pretext_chars", "empty_evidence", "max_triples"))
     rows, _ = build_write_rows(docs, rel, range(n_docs), split="train", **rules)
-    model, tok = load_model(model_id)
+    model, tok = load_model(model_id, dtype=torch.float32 if fp32 else None)
     ds = build_sft_dataset(tok, rows, render, config.max_length)
-    info = {"adapter": "write", "train_docs": n_docs}
-    return train_or_reuse(out, ds, config, model_id=model_id, tokenizer=tok, model=model, info=info).meta
+    device = pick_device()
+    info = {
+        "adapter": "write",
+        "train_docs": n_docs,
+        "device": torch.cuda.get_device_name() if device == "cuda" else device,
+        "dtype": str(model.dtype).removeprefix("torch."),
+    }
+    sft_kw = {"bf16": False} if fp32 else {}
+    return train_or_reuse(out, ds, config, model_id=model_id, tokenizer=tok, model=model, info=info, **sft_kw).meta
 
 
 def evaluate(adapter: Path, docs: range, variants: list[str], *, model_id: str = "smollm2-135m-instruct") -> dict:
@@ -100,6 +112,7 @@ def main() -> None:
     ap.add_argument("--train-docs", type=int)
     ap.add_argument("--epochs", type=float, default=1.0)
     ap.add_argument("--adapter-out", type=Path)
+    ap.add_argument("--fp32", action="store_true", help="train in fp32 on a GPU too (the CPU's arithmetic)")
     ap.add_argument("--adapters", default="", help="comma-separated adapter folders to score")
     ap.add_argument("--eval-docs", default="0:10", help="dev documents a:b")
     ap.add_argument("--variants", default="free,constrained")
@@ -110,7 +123,7 @@ def main() -> None:
     if a.train_docs:
         if a.adapter_out is None:
             ap.error("--train-docs needs --adapter-out")
-        meta = train(a.train_docs, a.epochs, a.adapter_out)
+        meta = train(a.train_docs, a.epochs, a.adapter_out, fp32=a.fp32)
         report["training"] = {k: v for k, v in meta.items() if k != "log_history"}
     lo, hi = (int(x) for x in a.eval_docs.split(":"))
     for adapter in filter(None, a.adapters.split(",")):

@@ -149,7 +149,7 @@ def sft_config(
         logging_steps=logging_steps,
         save_strategy="no",
         report_to="none",
-        bf16=cuda and torch.cuda.is_bf16_supported(),
+        bf16=kw.pop("bf16", cuda and torch.cuda.is_bf16_supported()),  # bf16=False: fp32 on a GPU too
         use_cpu=not cuda and not torch.backends.mps.is_available(),
         lr_scheduler_type=kw.pop("lr_scheduler_type", "cosine"),
         warmup_steps=kw.pop("warmup_steps", 0.05),
