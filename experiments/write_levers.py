@@ -5,8 +5,9 @@ Two steps, each optional:
   builds them, the cpu profile's LoRA and learning rate), on the first N training documents (Re-DocRED test, as the
   kit's training split) for E epochs: a different split of the same CPU budget between documents and epochs. An
   adapter already in DIR that was trained the same way is reused (`training.train_or_reuse`).
-- `--adapters A,B --eval-docs a:b --variants ...`: score write adapters on dev documents a..b-1 (first 3 focus
-  sentences each, as notebook 06's cpu profile), late stopping K = 5 with greedy read off the same pass, exact and
+- `--adapters A,B --eval-docs a:b --variants ...`: score write adapters on dev documents a..b-1 (`--sentences`: the
+  first 3 focus sentences of each, the slice every write-scaling point is scored on; 0 for every sentence, as
+  notebook 06's Table 4 on the cpu profile), late stopping K = 5 with greedy read off the same pass, exact and
   embedding-matched P/R. Variants: "free", "constrained" (`WriteGrammar`), "distinct" (constrained, and a subject
   takes each relation once per call: the model cannot loop, so it writes until "})" or the token limit).
 
@@ -63,17 +64,18 @@ def train(
     return train_or_reuse(out, ds, config, model_id=model_id, tokenizer=tok, model=model, info=info, **sft_kw).meta
 
 
-def evaluate(adapter: Path, docs: range, variants: list[str], *, model_id: str = "smollm2-135m-instruct") -> dict:
-    """Table 4's columns for each variant, greedy and late stopping (K = 5), on dev documents `docs`."""
+def evaluate(
+    adapter: Path, docs: range, variants: list[str], *, sentences: int = 3, model_id: str = "smollm2-135m-instruct"
+) -> dict:
+    """Table 4's columns for each variant, greedy and late stopping (K = 5), on the first `sentences` focus sentences
+    (0: all) of dev documents `docs`."""
     from peft import PeftModel
 
     from retllm_utils.memllm.write_quality import table4_scores, write_calls
     from retllm_utils.models import load_embedder, load_model
 
     dev, rel = load_docred(RED / "dev_revised.json"), relation_names(RED / "rel_info.json")
-    rows = {
-        d: write_examples(dev[d], rel, max_pretext_chars=CPU.max_pretext_chars)[: CPU.write_sentences] for d in docs
-    }
+    rows = {d: write_examples(dev[d], rel, max_pretext_chars=CPU.max_pretext_chars)[: sentences or None] for d in docs}
     gold = {d: [tuple(t) for r in rs for t in r["triples"]] for d, rs in rows.items()}
     model, tok = load_model(model_id)
     model = PeftModel.from_pretrained(model, str(adapter), adapter_name="write").eval()
@@ -116,6 +118,7 @@ def main() -> None:
     ap.add_argument("--adapters", default="", help="comma-separated adapter folders to score")
     ap.add_argument("--eval-docs", default="0:10", help="dev documents a:b")
     ap.add_argument("--variants", default="free,constrained")
+    ap.add_argument("--sentences", type=int, default=3, help="first N focus sentences per document (0: every one)")
     ap.add_argument("--out", type=Path, help="JSON file for the scores (and training metadata)")
     a = ap.parse_args()
     warnings.filterwarnings("ignore", category=FutureWarning)
@@ -129,8 +132,9 @@ def main() -> None:
     for adapter in filter(None, a.adapters.split(",")):
         path = Path(adapter)
         report[str(path.relative_to(ROOT) if path.is_absolute() else path)] = evaluate(
-            path, range(lo, hi), a.variants.split(",")
+            path, range(lo, hi), a.variants.split(","), sentences=a.sentences
         )
+        report["eval"] = {"dev_docs": [lo, hi], "sentences": a.sentences or "all"}
     if a.out:
         a.out.write_text(json.dumps(report, indent=1) + "\n")
 

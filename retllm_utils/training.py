@@ -13,6 +13,7 @@ beside the adapter holds that recipe, how it was trained and the loss log.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -135,6 +136,8 @@ def sft_config(
     """SFTConfig that trains on the pre-tokenized labels; bf16 only on CUDA (the CPU default fails or drifts)."""
     from trl import SFTConfig
 
+    fields = {f.name for f in dataclasses.fields(SFTConfig)}
+    checkpointing = "activation_checkpointing" if "activation_checkpointing" in fields else "gradient_checkpointing"
     cuda = torch.cuda.is_available()
     return SFTConfig(
         output_dir=output_dir,
@@ -157,7 +160,8 @@ def sft_config(
         # TRL checkpoints activations by default: memory a 135M model does not need, paid for in recompute time.
         # Set under transformers 5's name: TRL's default for the deprecated alias `gradient_checkpointing` is then
         # ignored instead of raising its FutureWarning; a caller's gradient_checkpointing= is taken as the new name.
-        activation_checkpointing=kw.pop("activation_checkpointing", kw.pop("gradient_checkpointing", False)),
+        # (older transformers, e.g. 5.17 on a GPU image, know only `gradient_checkpointing`)
+        **{checkpointing: kw.pop("activation_checkpointing", kw.pop("gradient_checkpointing", False))},
         # batches of similar lengths: examples run 60-240 tokens, so random batches are ~1/3 padding
         train_sampling_strategy=kw.pop("train_sampling_strategy", "group_by_length"),
         **kw,

@@ -220,3 +220,41 @@ def test_committed_cpu_adapters_are_what_notebook_05_would_reuse(tok, kind):
     saved = json.loads((ROOT / "checkpoints" / "memllm" / "cpu" / kind / META_FILE).read_text())
     assert recipe_differences(saved, recipe(config, "smollm2-135m-instruct", ds)) == []
     assert saved["examples"] == len(ds) and saved["tokens_per_epoch"] == sum(map(len, ds["input_ids"]))
+
+
+def test_sft_config_takes_bf16_and_checkpointing_under_either_transformers_name(monkeypatch):
+    # bf16=False keeps fp32 on a GPU (write_levers --fp32); transformers 5.17 (a GPU image) has no
+    # `activation_checkpointing` argument, so the name is read off the SFTConfig at hand
+    import dataclasses
+
+    import trl
+
+    from retllm_utils.training import sft_config
+
+    args = sft_config("/tmp/unused", bf16=False, gradient_checkpointing=True)
+    assert args.bf16 is False and args.gradient_checkpointing is True
+
+    @dataclasses.dataclass
+    class OldSFTConfig:  # the fields an older transformers' training arguments have, and no more
+        output_dir: str = ""
+        learning_rate: float = 0.0
+        num_train_epochs: float = 0.0
+        max_steps: int = -1
+        per_device_train_batch_size: int = 1
+        gradient_accumulation_steps: int = 1
+        max_length: int = 0
+        seed: int = 0
+        data_seed: int = 0
+        logging_steps: int = 0
+        save_strategy: str = ""
+        report_to: str = ""
+        bf16: bool = False
+        use_cpu: bool = False
+        lr_scheduler_type: str = ""
+        warmup_steps: float = 0.0
+        disable_tqdm: bool = True
+        gradient_checkpointing: bool = False
+        train_sampling_strategy: str = ""
+
+    monkeypatch.setattr(trl, "SFTConfig", OldSFTConfig)
+    assert sft_config("/tmp/unused", gradient_checkpointing=True).gradient_checkpointing is True
