@@ -47,7 +47,7 @@ lint: $(STAMP)
 # would only repeat papermill's check that every cell runs (2-3 min of the test's time).
 test: lint
 	$(PY) -m pytest -q -rs tests  # -rs: a skipped test (the browser test without Chromium) says why
-	rm -rf $(NBRUN) && $(PY) tools/run_notebooks.py --profile smoke --cell-timeout 600 --out $(NBRUN)
+	rm -rf $(NBRUN) && $(PY) tools/run_notebooks.py --profile smoke --cell-timeout 300 --timeout-retries 1 --out $(NBRUN)
 	@checked=$$(grep -l NBVAL_CHECK_OUTPUT $(NBRUN)/*.ipynb 2>/dev/null); if [ -n "$$checked" ]; then \
 	  echo "nbval: $$checked"; \
 	  $(PY) -m pytest -q -p no:cacheprovider --nbval-lax --nbval-current-env --nbval-cell-timeout=600 $$checked; fi

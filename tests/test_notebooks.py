@@ -108,3 +108,34 @@ def test_kernelspec_as_jupyterlab_writes_it(path):
     # `make install` registers): a different one makes merely opening a notebook mark it modified
     spec = _load(path)["metadata"]["kernelspec"]
     assert spec == {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}, path.name
+
+
+def test_run_notebooks_runs_a_notebook_again_after_a_cell_timed_out(tmp_path):
+    # a cell that hangs once (the first run leaves a flag file, then sleeps past the timeout) fails the first run;
+    # --timeout-retries 1 runs the notebook again, which passes; without it the timeout fails the run
+    import subprocess
+    import sys
+
+    import nbformat
+
+    root = Path(__file__).resolve().parents[1]
+    flag = tmp_path / "hung_once"
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [
+        nbformat.v4.new_code_cell("profile = 'cpu'", metadata={"tags": ["parameters"]}),
+        nbformat.v4.new_code_cell(
+            f"import pathlib, time\nflag = pathlib.Path({str(flag)!r})\n"
+            "if not flag.exists():\n    flag.touch()\n    time.sleep(60)"
+        ),
+    ]
+    nb.metadata["kernelspec"] = {"display_name": "Python 3", "language": "python", "name": "python3"}
+    path = tmp_path / "01_hang.ipynb"
+    nbformat.write(nb, path)
+    cmd = [sys.executable, str(root / "tools" / "run_notebooks.py"), "--profile", "smoke", "--cell-timeout", "5"]
+    cmd += ["--out", str(tmp_path / "out")]
+    once = subprocess.run([*cmd, str(path)], capture_output=True, text=True, timeout=120)
+    assert once.returncode != 0 and "CellTimeoutError" in once.stderr + once.stdout
+    flag.unlink()
+    again = subprocess.run([*cmd, "--timeout-retries", "1", str(path)], capture_output=True, text=True, timeout=120)
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert "running 01_hang.ipynb again" in again.stdout
