@@ -42,6 +42,7 @@ def train(
     trained the same way is reused). `fp32`: fp32 weights and no bf16 autocast on a GPU too, the CPU's arithmetic,
     so that a point trained on a GPU differs from the CPU's points by the device alone."""
     import torch
+    import transformers
 
     from retllm_utils.memllm.dataset import render
     from retllm_utils.models import load_model, pick_device
@@ -59,6 +60,7 @@ def train(
         "train_docs": n_docs,
         "device": torch.cuda.get_device_name() if device == "cuda" else device,
         "dtype": str(model.dtype).removeprefix("torch."),
+        "versions": {"torch": torch.__version__, "transformers": transformers.__version__},
     }
     sft_kw = {"bf16": False} if fp32 else {}
     return train_or_reuse(out, ds, config, model_id=model_id, tokenizer=tok, model=model, info=info, **sft_kw).meta

@@ -9,7 +9,7 @@
 #   STAGE=/root/stage SPECS="360x2 500x2" BUDGET_S=400 bash experiments/write_scaling_gpu.sh
 set -u
 STAGE=${STAGE:-/root/stage}
-SPECS=${SPECS:-360x2 500x2 180x2 500x4}
+SPECS=${SPECS:-360x2 500x2 180x2}
 BUDGET_S=${BUDGET_S:-400}  # no new adapter is started after this many seconds
 SITE=/tmp/site
 mkdir -p "$SITE"
