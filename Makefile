@@ -42,13 +42,15 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 
 # Lint; unit tests (JupyterLab driven in headless Chromium among them); then every notebook on the smoke profile with
-# papermill, and nbval re-runs each executed copy that has cells marked NBVAL_CHECK_OUTPUT and compares them (seeded
-# outputs must come out the same twice). A copy with no marked cell is not re-run: under --nbval-lax that second run
-# would only repeat papermill's check that every cell runs (2-3 min of the test's time).
+# papermill, and nbval re-runs each executed copy that has cells marked NBVAL_CHECK_OUTPUT, up to its last marked
+# cell, and compares them (seeded outputs must come out the same twice). Cells after the last marked one, and copies
+# with no marked cell, are not re-run: under --nbval-lax that would only repeat papermill's check that every cell runs.
+NBVAL := .nbval
 test: lint
 	$(PY) -m pytest -q -rs tests  # -rs: a skipped test (the browser test without Chromium) says why
-	rm -rf $(NBRUN) && $(PY) tools/run_notebooks.py --profile smoke --cell-timeout 300 --timeout-retries 1 --out $(NBRUN)
-	@checked=$$(grep -l NBVAL_CHECK_OUTPUT $(NBRUN)/*.ipynb 2>/dev/null); if [ -n "$$checked" ]; then \
+	rm -rf $(NBRUN) $(NBVAL) && $(PY) tools/run_notebooks.py --profile smoke --cell-timeout 300 --timeout-retries 1 \
+	  --out $(NBRUN) --checked $(NBVAL)
+	@checked=$$(ls $(NBVAL)/*.ipynb 2>/dev/null); if [ -n "$$checked" ]; then \
 	  echo "nbval: $$checked"; \
 	  $(PY) -m pytest -q -p no:cacheprovider --nbval-lax --nbval-current-env --nbval-cell-timeout=600 $$checked; fi
 
@@ -83,4 +85,4 @@ restore-checkpoints:
 	for f in $(RCKPT_FILES); do cp $(RCKPT)/$$f runs/retllm/cpu/$$f; done
 
 clean:
-	rm -rf $(NBRUN) .pytest_cache
+	rm -rf $(NBRUN) $(NBVAL) .pytest_cache

@@ -35,7 +35,7 @@ TRAIN = dict(batch_size=4, micro_batch=2, max_steps=1)
 # per notebook: the papermill parameters that shrink it (profile="gpu" is added to each)
 PARAMETERS: dict[str, dict] = {
     "01_synthetic_data": {},  # the paper-size data set itself (no size knob; 28 s measured on one core)
-    "02_finetune_retllm": {**TRAIN, "max_steps": 3, "ablation": False, "eval_n": 1},
+    "02_finetune_retllm": {**TRAIN, "max_steps": 3, "ablation": False, "eval_n": 1, "max_new_tokens": 24},
     "03_zero_shot_vs_retllm": dict(
         loss="paper",
         compare=False,

@@ -112,7 +112,8 @@ def test_kernelspec_as_jupyterlab_writes_it(path):
 
 def test_run_notebooks_runs_a_notebook_again_after_a_cell_timed_out(tmp_path):
     # a cell that hangs once (the first run leaves a flag file, then sleeps past the timeout) fails the first run;
-    # --timeout-retries 1 runs the notebook again, which passes; without it the timeout fails the run
+    # --timeout-retries 1 runs the notebook again, which passes; without it the timeout fails the run. --checked then
+    # keeps, for nbval, the executed copy up to its last NBVAL_CHECK_OUTPUT cell
     import subprocess
     import sys
 
@@ -127,6 +128,8 @@ def test_run_notebooks_runs_a_notebook_again_after_a_cell_timed_out(tmp_path):
             f"import pathlib, time\nflag = pathlib.Path({str(flag)!r})\n"
             "if not flag.exists():\n    flag.touch()\n    time.sleep(60)"
         ),
+        nbformat.v4.new_code_cell("# NBVAL_CHECK_OUTPUT\nprint(len('seeded'))"),
+        nbformat.v4.new_code_cell("after_the_last_check = True"),
     ]
     nb.metadata["kernelspec"] = {"display_name": "Python 3", "language": "python", "name": "python3"}
     path = tmp_path / "01_hang.ipynb"
@@ -136,6 +139,15 @@ def test_run_notebooks_runs_a_notebook_again_after_a_cell_timed_out(tmp_path):
     once = subprocess.run([*cmd, str(path)], capture_output=True, text=True, timeout=120)
     assert once.returncode != 0 and "CellTimeoutError" in once.stderr + once.stdout
     flag.unlink()
-    again = subprocess.run([*cmd, "--timeout-retries", "1", str(path)], capture_output=True, text=True, timeout=120)
+    checked = tmp_path / "checked"
+    again = subprocess.run(
+        [*cmd, "--timeout-retries", "1", "--checked", str(checked), str(path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert again.returncode == 0, again.stderr[-2000:]
     assert "running 01_hang.ipynb again" in again.stdout
+    full = _load(tmp_path / "out" / "01_hang.ipynb")["cells"]
+    cut = _load(checked / "01_hang.ipynb")["cells"]
+    assert cut == full[:-1] and "NBVAL_CHECK_OUTPUT" in _src(cut[-1]) and cut[-1]["outputs"], [_src(c) for c in cut]

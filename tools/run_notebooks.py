@@ -1,9 +1,10 @@
 """Execute the numbered notebooks with papermill on one profile (used by `make test` and `make reproduce`).
 
-`--out DIR` writes executed copies there (for nbval to re-run and compare); without it the notebooks are
-executed in place, which is how their committed outputs are produced. An in-place run then tidies the notebook
-(see `tidy_in_place`): it opens as users expect, with the profile in its parameters cell's default and in the
-validation cell's output, and papermill's parameters kept in the notebook metadata.
+`--out DIR` writes executed copies there (for nbval to re-run and compare); `--checked DIR` then writes, for each
+copy with cells marked NBVAL_CHECK_OUTPUT, the copy cut after its last marked cell (see `checked_prefix`). Without
+`--out` the notebooks are executed in place, which is how their committed outputs are produced. An in-place run
+then tidies the notebook (see `tidy_in_place`): it opens as users expect, with the profile in its parameters cell's
+default and in the validation cell's output, and papermill's parameters kept in the notebook metadata.
 """
 
 from __future__ import annotations
@@ -67,6 +68,16 @@ def tidy_in_place(path: Path) -> dict[str, int]:
     return {"injected cells": n_cells - len(nb["cells"]), "progress bars": bars}
 
 
+CHECK_MARK = "NBVAL_CHECK_OUTPUT"  # nbval compares the outputs of the cells whose source holds it
+
+
+def checked_prefix(nb: dict) -> dict | None:
+    """The executed notebook up to its last cell marked for nbval (None if none is marked): the cells after it cannot
+    change what nbval compares, and re-running them (notebook 02's training and validation) only costs time."""
+    marked = [i for i, c in enumerate(nb["cells"]) if c["cell_type"] == "code" and CHECK_MARK in "".join(c["source"])]
+    return {**nb, "cells": nb["cells"][: marked[-1] + 1]} if marked else None
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--profile", default="cpu", choices=["smoke", "cpu", "gpu"])
@@ -92,6 +103,12 @@ def main() -> int:
         help="runs of a notebook again after a cell timed out (make test: 1). A cell that creates a widget sometimes "
         "never gets its reply under nbclient (kernel idle, client waiting: an open nbclient bug), once in three "
         "fresh-clone runs of notebook 09 here",
+    )
+    ap.add_argument(
+        "--checked",
+        type=Path,
+        help="with --out: directory for the executed copies cut after their last NBVAL_CHECK_OUTPUT cell, for nbval "
+        "(make test); a copy with no marked cell is left out",
     )
     ap.add_argument("notebooks", nargs="*", type=Path, help="default: notebooks/[0-9][0-9]_*.ipynb")
     args = ap.parse_args()
@@ -128,6 +145,12 @@ def main() -> int:
             if not args.out and out.is_file():
                 print(f"   tidied: {tidy_in_place(out)}", flush=True)
         print(f"   done in {time.time() - t0:.0f} s", flush=True)
+        if args.out and args.checked:
+            prefix = checked_prefix(json.loads(out.read_text(encoding="utf-8")))
+            if prefix is not None:
+                args.checked.mkdir(parents=True, exist_ok=True)
+                (args.checked / nb.name).write_text(json.dumps(prefix, indent=1, ensure_ascii=False), encoding="utf-8")
+                print(f"   for nbval: its first {len(prefix['cells'])} cells in {args.checked / nb.name}", flush=True)
     return 0
 
 

@@ -77,7 +77,7 @@ PROFILES: dict[str, RetLLMConfig] = {
         eval_n=4,
         test_n=6,
         ablation_n=2,
-        max_new_tokens=48,
+        max_new_tokens=32,
     ),
     "cpu": RetLLMConfig(
         profile="cpu",
