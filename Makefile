@@ -47,7 +47,7 @@ lint: $(STAMP)
 # with no marked cell, are not re-run: under --nbval-lax that would only repeat papermill's check that every cell runs.
 NBVAL := .nbval
 test: lint
-	$(PY) -m pytest -q -rs tests  # -rs: a skipped test (the browser test without Chromium) says why
+	$(PY) -m pytest -q -rs --durations=10 tests  # -rs: a skipped test (the browser test without Chromium) says why
 	rm -rf $(NBRUN) $(NBVAL) && $(PY) tools/run_notebooks.py --profile smoke --cell-timeout 300 --timeout-retries 1 \
 	  --out $(NBRUN) --checked $(NBVAL)
 	@checked=$$(ls $(NBVAL)/*.ipynb 2>/dev/null); if [ -n "$$checked" ]; then \

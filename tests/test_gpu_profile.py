@@ -2,14 +2,14 @@
 papermill parameters, so what only the gpu profile does runs on a machine without a GPU.
 
 What runs as on a GPU machine: notebook 01 builds the paper-size RET-LLM data set (10,000 / 500 / 1,200 / 600
-examples) and notebooks 02–03 load it; 02 and 05 train through micro-batches with gradient accumulation and gradient
-checkpointing on (the gpu profile's recipe; here batches of 4 as 2 micro-batches of 2, a few optimizer steps); notebook
-04 builds the MemLLM data set with the gpu profile's rules (every document of the file, pretexts of 1,500
-characters), from the first documents of Re-DocRED (`train_path` / `dev_path`), and 06–07 score it with small
-sizes; figures and results go to runs/gpu/ (here a temporary RETLLM_RUNS), never to figures/ or results/.
+examples) and notebooks 02–03 load it; 02 and 05 train through micro-batches with gradient accumulation and
+gradient checkpointing on (the gpu profile's recipe; here batches of 2 as 2 micro-batches of 1, one or two optimizer
+steps); notebook 04 builds the MemLLM data set with the gpu profile's rules (every document of the file, pretexts
+of 1,500 characters), from the first documents of Re-DocRED (`train_path` / `dev_path`), and 06–07 score it with
+small sizes; figures and results go to runs/gpu/ (here a temporary RETLLM_RUNS), never to figures/ or results/.
 
-Part of `make test`: each notebook's sizes are shrunk (its time is printed per notebook; 277 s for all nine alone on
-2 cores, docs/running.md).
+Part of `make test`: each notebook's sizes are shrunk (its time is printed per notebook; docs/running.md gives a
+measured run).
 
 What does not run without a GPU (docs/running.md, "The gpu profile"): bf16 / fp16 weights and bf16 training
 (`models.default_dtype`, `training.sft_config`), loading a hub model (`model_id` a hub id) and the paper's models
@@ -28,14 +28,14 @@ ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = ROOT / "notebooks"
 # the first Re-DocRED documents notebook 04 builds from (the gpu profile takes every document of the file it gets)
 TRAIN_DOCS, DEV_DOCS = 4, 2
-# two micro-batches accumulated, activations recomputed: the gpu way. Notebook 02 takes 3 steps, as smoke: after one
-# (at lr 0: the warm-up) its adapter is the base model, whose chats in notebooks 02, 03 and 09 run to max_new_tokens
-TRAIN = dict(batch_size=4, micro_batch=2, max_steps=1)
+# two micro-batches accumulated, activations recomputed: the gpu way. Notebook 02 takes 2 steps: after one (at lr 0:
+# the warm-up) its adapter would be the base model, whose chats in notebooks 02, 03 and 09 run to max_new_tokens
+TRAIN = dict(batch_size=2, micro_batch=1, max_steps=1)
 
 # per notebook: the papermill parameters that shrink it (profile="gpu" is added to each)
 PARAMETERS: dict[str, dict] = {
     "01_synthetic_data": {},  # the paper-size data set itself (no size knob; 28 s measured on one core)
-    "02_finetune_retllm": {**TRAIN, "max_steps": 3, "ablation": False, "eval_n": 1, "max_new_tokens": 24},
+    "02_finetune_retllm": {**TRAIN, "max_steps": 2, "ablation": False, "eval_n": 1, "max_new_tokens": 24},
     "03_zero_shot_vs_retllm": dict(
         loss="paper",
         compare=False,
@@ -125,8 +125,8 @@ def test_every_notebook_runs_the_gpu_profile_on_the_cpu(tmp_path, monkeypatch):
         runs / "memllm" / "gpu" / "read",
     ):
         meta = json.loads((adapter / "train_meta.json").read_text())
-        assert meta["profile"] == "gpu" and meta["steps"] == (3 if adapter.parent.parent.name == "retllm" else 1)
-        assert (meta["micro_batch"], meta["grad_accum"], meta["gradient_checkpointing"]) == (2, 2, True), adapter
+        assert meta["profile"] == "gpu" and meta["steps"] == (2 if adapter.parent.parent.name == "retllm" else 1)
+        assert (meta["micro_batch"], meta["grad_accum"], meta["gradient_checkpointing"]) == (1, 2, True), adapter
     # notebook 04 built from every document it was given, with the gpu profile's pretexts
     docred = json.loads((runs / "memllm_docred" / "gpu" / "build.json").read_text())
     assert docred["profile"] == "gpu" and docred["max_pretext_chars"] == 1500 and docred["n_train"] is None
