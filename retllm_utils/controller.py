@@ -4,7 +4,8 @@ generators, `Turn` and `neutralize` here.
 
 RET-LLM turn: the model generates; each `[MEM_WRITE{..}]` is stored; on `[MEM_READ{..}:` generation *pauses*
 (a stopping criterion inside `generate`), the controller queries the memory, appends the reply and the closing
-`]`, and generation resumes to produce the answer.
+`]`, and generation resumes to produce the answer. A write call that repeats one the model already made in the turn
+ends the turn (`stop_repeated_writes`; beyond the paper): it is neither kept nor written again.
 
 Only model-generated text is ever parsed for calls. User text is neutralised first (`[MEM_` → `[MEM `, found after
 NFKC folding with format characters such as zero-width joiners and soft hyphens dropped, in any case), so markup a
@@ -43,6 +44,7 @@ __all__ = [
     "error_event",
     "neutralize",
     "retllm_pending_read",
+    "repeats_a_write",
 ]
 
 Pause = Callable[[str], bool]
@@ -95,6 +97,19 @@ def retllm_pending_read(generated: str) -> bool:
         return False
     calls = api.parse_retllm(generated)
     return bool(calls) and isinstance(calls[-1], MemRead) and calls[-1].results is None
+
+
+def repeats_a_write(generated: str) -> bool:
+    """True once the generated text ends a write call whose triples an earlier write call of the text already holds:
+    the memory stores a fact once, and the wide build's adapter writes most one-fact statements twice."""
+    if not generated.endswith("}]"):
+        return False
+    writes = [c for c in api.parse_retllm(generated) if isinstance(c, MemWrite)]
+    return (
+        len(writes) > 1
+        and writes[-1].end == len(generated)
+        and any(w.triples == writes[-1].triples for w in writes[:-1])
+    )
 
 
 class _PauseCriterion(StoppingCriteria):
@@ -258,6 +273,7 @@ class RetLLMController:
         copy_names: bool = False,
         known_names: Sequence[str] = (),
         answer_form: Callable[[Triple], str | None] | None = None,
+        stop_repeated_writes: bool = True,
     ):
         self.generator, self.memory, self.prompt_fn, self.max_calls = generator, memory, prompt_fn, max_calls
         # call terms copy the user's words or stored phrases (`chat.copying`; beyond the paper)
@@ -269,6 +285,8 @@ class RetLLMController:
         self.answer_form = answer_form
         self.max_results = max_results  # a broad read on a large memory must not overflow the model's context
         self.max_writes = max_writes  # per turn: a runaway model cannot write thousands of triples
+        # a write call that repeats one of the turn's ends the turn, unkept (`repeats_a_write`; beyond the paper)
+        self.stop_repeated_writes = stop_repeated_writes
 
     @classmethod
     def from_model(cls, model: Any, tokenizer: Any, memory: Any, **kw: Any) -> "RetLLMController":
@@ -286,8 +304,17 @@ class RetLLMController:
             copy = {"allowed": allowed_terms(user_text, self.memory, known=self.known_names)}
         generated, trace, writes, dropped_writes, answer = "", [], 0, 0, {}
         for _ in range(self.max_calls + 1):
-            cont, ended = self.generator(context + generated, retllm_pending_read, **copy, **answer)
+            cont, ended = self.generator(context + generated, self._pause(generated), **copy, **answer)
             calls = api.parse_retllm(cont)
+            repeat = None
+            if (
+                self.stop_repeated_writes
+                and calls
+                and isinstance(calls[-1], MemWrite)
+                and repeats_a_write(generated + cont)
+            ):
+                call = calls.pop()  # not kept in the turn's text, not written; the turn ends below (no read after it)
+                cont, repeat = cont[: call.start], cont[call.start :]
             read = next((c for c in calls if isinstance(c, MemRead)), None)
             # anything the model wrote after the query (e.g. a reply of its own) is dropped
             if read is not None:
@@ -308,6 +335,10 @@ class RetLLMController:
                             trace.append(error_event(str(e), c, "memory"))
                 elif isinstance(c, ApiError):
                     trace.append(error_event(c.message, c.text, "parse"))
+            if repeat is not None:
+                trace.append(
+                    {"event": "skip", "reason": "repeats a write call of this turn: the turn ends", "text": repeat}
+                )
             if read is None:
                 break
             try:
@@ -345,6 +376,13 @@ class RetLLMController:
                 )
             )
         return Turn(answer=api.strip_retllm_calls(generated).strip(), model_text=generated, trace=trace)
+
+    def _pause(self, before: str) -> Pause:
+        """Where generation stops for the controller: a read query to answer, or (after the turn's text `before`) a
+        repeated write call."""
+        if not self.stop_repeated_writes:
+            return retllm_pending_read
+        return lambda cont: retllm_pending_read(cont) or repeats_a_write(before + cont)
 
     def _answer_sentences(self, results: Sequence[Triple]) -> dict:
         """The generator's `answer` option after a reply: every fact's sentence, or nothing if one has no form."""

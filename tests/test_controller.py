@@ -94,6 +94,28 @@ def test_malformed_model_output_is_logged_not_written(memory):
     assert list(memory) == [Triple("x", "y", "z")] and turn.answer == "ok"
 
 
+def test_a_repeated_write_call_ends_the_turn_unkept(memory):
+    """The wide build's adapter writes a one-fact statement twice: generation stops at the repeat, which is neither
+    kept in the turn's text nor written; a different call (a reversed triple) is not a repeat."""
+    twice = "[MEM_WRITE{Ann Lee>>employed by>>Pfizer}][MEM_WRITE{Ann Lee>>employed by>>Pfizer}]"
+    reversed_ = "[MEM_WRITE{Ann Lee>>employed by>>Pfizer}][MEM_WRITE{Pfizer>>employed by>>Ann Lee}]"
+    seen = []
+
+    def respond(text):
+        seen.append(text)
+        return twice + " and more text" if "Ann" in text else reversed_
+
+    turn = RetLLMController(ScriptedGenerator(respond), memory, prompt).chat("Ann Lee works for Pfizer.")
+    assert turn.model_text == twice[: len(twice) // 2] and turn.answer == ""
+    assert [e["event"] for e in turn.trace] == ["model", "write", "skip"] and len(seen) == 1
+    assert turn.trace[-1]["text"] == twice[len(twice) // 2 :] and len(memory) == 1
+    old = RetLLMController(ScriptedGenerator(respond), memory, prompt, stop_repeated_writes=False)
+    turn = old.chat("Ann Lee works for Pfizer.")
+    assert turn.model_text == twice + " and more text" and [e["event"] for e in turn.trace].count("write") == 2
+    turn = RetLLMController(ScriptedGenerator(respond), memory, prompt).chat("Bo Wu works for Pfizer.")
+    assert turn.model_text == reversed_ and [e["event"] for e in turn.trace] == ["model", "write", "write"]
+
+
 @pytest.mark.parametrize(
     "attack",
     [

@@ -41,6 +41,8 @@ def trace_lines(user: str, turn: Turn) -> list[str]:
             lines.append(f"  memory → LLM    : {[tuple(t) for t in e['results']]}")
         elif e["event"] == "error":
             lines.append(f"  ! not executed  : {e['message']}")
+        elif e["event"] == "skip":
+            lines.append(f"  ✂ not kept      : {e['text']} ({e['reason']})")
         elif e["event"] == "note":
             lines.append(f"  controller → user: {e['text']!r}")
     if not any(e["event"] == "note" for e in turn.trace):
