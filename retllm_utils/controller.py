@@ -44,7 +44,7 @@ __all__ = [
     "error_event",
     "neutralize",
     "retllm_pending_read",
-    "repeats_a_write",
+    "repeated_write",
 ]
 
 Pause = Callable[[str], bool]
@@ -99,17 +99,19 @@ def retllm_pending_read(generated: str) -> bool:
     return bool(calls) and isinstance(calls[-1], MemRead) and calls[-1].results is None
 
 
-def repeats_a_write(generated: str) -> bool:
-    """True once the generated text ends a write call whose triples an earlier write call of the text already holds:
-    the memory stores a fact once, and the wide build's adapter writes most one-fact statements twice."""
-    if not generated.endswith("}]"):
-        return False
-    writes = [c for c in api.parse_retllm(generated) if isinstance(c, MemWrite)]
-    return (
-        len(writes) > 1
-        and writes[-1].end == len(generated)
-        and any(w.triples == writes[-1].triples for w in writes[:-1])
-    )
+def repeated_write(generated: str, start: int = 0) -> MemWrite | None:
+    """The first complete write call at or after `start` whose triples an earlier write call of the text already holds:
+    the memory stores a fact once, and the wide build's adapter writes most one-fact statements twice. Found anywhere
+    in the text, since the tokenizer can end a call inside a token (`}][`)."""
+    if "}]" not in generated[start:]:
+        return None
+    seen: list[tuple] = []
+    for c in api.parse_retllm(generated):
+        if isinstance(c, MemWrite):
+            if c.start >= start and c.triples in seen:
+                return c
+            seen.append(c.triples)
+    return None
 
 
 class _PauseCriterion(StoppingCriteria):
@@ -285,7 +287,7 @@ class RetLLMController:
         self.answer_form = answer_form
         self.max_results = max_results  # a broad read on a large memory must not overflow the model's context
         self.max_writes = max_writes  # per turn: a runaway model cannot write thousands of triples
-        # a write call that repeats one of the turn's ends the turn, unkept (`repeats_a_write`; beyond the paper)
+        # a write call that repeats one of the turn's ends the turn, unkept (`repeated_write`; beyond the paper)
         self.stop_repeated_writes = stop_repeated_writes
 
     @classmethod
@@ -307,14 +309,11 @@ class RetLLMController:
             cont, ended = self.generator(context + generated, self._pause(generated), **copy, **answer)
             calls = api.parse_retllm(cont)
             repeat = None
-            if (
-                self.stop_repeated_writes
-                and calls
-                and isinstance(calls[-1], MemWrite)
-                and repeats_a_write(generated + cont)
-            ):
-                call = calls.pop()  # not kept in the turn's text, not written; the turn ends below (no read after it)
-                cont, repeat = cont[: call.start], cont[call.start :]
+            again = repeated_write(generated + cont, len(generated)) if self.stop_repeated_writes else None
+            if again is not None:  # the turn ends there: the repeat and anything after it are neither kept nor run
+                cut = again.start - len(generated)
+                cont, repeat = cont[:cut], cont[cut:]
+                calls = [c for c in calls if c.end <= cut]
             read = next((c for c in calls if isinstance(c, MemRead)), None)
             # anything the model wrote after the query (e.g. a reply of its own) is dropped
             if read is not None:
@@ -382,7 +381,7 @@ class RetLLMController:
         repeated write call."""
         if not self.stop_repeated_writes:
             return retllm_pending_read
-        return lambda cont: retllm_pending_read(cont) or repeats_a_write(before + cont)
+        return lambda cont: retllm_pending_read(cont) or repeated_write(before + cont, len(before)) is not None
 
     def _answer_sentences(self, results: Sequence[Triple]) -> dict:
         """The generator's `answer` option after a reply: every fact's sentence, or nothing if one has no form."""

@@ -114,6 +114,11 @@ def test_a_repeated_write_call_ends_the_turn_unkept(memory):
     assert turn.model_text == twice + " and more text" and [e["event"] for e in turn.trace].count("write") == 2
     turn = RetLLMController(ScriptedGenerator(respond), memory, prompt).chat("Bo Wu works for Pfizer.")
     assert turn.model_text == reversed_ and [e["event"] for e in turn.trace] == ["model", "write", "write"]
+    # a model whose tokens end a call inside a token (`}][`) can run past the pause: the turn is cut all the same
+    three = "[MEM_WRITE{Cy Do>>customer of>>BMW}]" * 3 + "Noted."
+    turn = RetLLMController(lambda text, pause=None, **kw: (three, True), memory, prompt).chat("Cy Do is a customer.")
+    assert turn.model_text == three[: len(three) // 3 - 2] and turn.trace[-1]["text"] == three[len(three) // 3 - 2 :]
+    assert [e["event"] for e in turn.trace] == ["model", "write", "skip"]
 
 
 @pytest.mark.parametrize(
