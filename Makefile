@@ -43,8 +43,8 @@ lint: $(STAMP)
 
 # Lint; unit tests (JupyterLab driven in headless Chromium among them); then every notebook on the smoke profile with
 # papermill and, beside it, every notebook on the gpu profile with its sizes shrunk (tests/test_gpu_profile.py; its
-# log follows the smoke run's): one notebook run alone leaves about a third of the two cores idle (kernel start-up,
-# Python between small forward passes). Then nbval re-runs each executed smoke copy that has cells marked
+# log follows the smoke run's): one notebook run alone does not keep both cores busy (kernel start-up, Python
+# between small forward passes). Then nbval re-runs each executed smoke copy that has cells marked
 # NBVAL_CHECK_OUTPUT, up to its last marked cell, and compares them (seeded outputs must come out the same twice).
 # Cells after the last marked one, and copies with no marked cell, are not re-run: under --nbval-lax that would only
 # repeat papermill's check that every cell runs.
