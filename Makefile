@@ -41,23 +41,16 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/ruff check .
 
-# Lint; unit tests (JupyterLab driven in headless Chromium among them); then every notebook on the smoke profile with
-# papermill and, beside it, every notebook on the gpu profile with its sizes shrunk (tests/test_gpu_profile.py; its
-# log follows the smoke run's): one notebook run alone does not keep both cores busy (kernel start-up, Python
-# between small forward passes). Then nbval re-runs each executed smoke copy that has cells marked
-# NBVAL_CHECK_OUTPUT, up to its last marked cell, and compares them (seeded outputs must come out the same twice).
-# Cells after the last marked one, and copies with no marked cell, are not re-run: under --nbval-lax that would only
-# repeat papermill's check that every cell runs.
+# Lint; unit tests (JupyterLab driven in headless Chromium among them, and every notebook on the gpu profile with its
+# sizes shrunk: tests/test_gpu_profile.py); then every notebook on the smoke profile with papermill, and nbval re-runs
+# each executed copy that has cells marked NBVAL_CHECK_OUTPUT, up to its last marked cell, and compares them (seeded
+# outputs must come out the same twice). Cells after the last marked one, and copies with no marked cell, are not
+# re-run: under --nbval-lax that would only repeat papermill's check that every cell runs.
 NBVAL := .nbval
-GPU_TEST := tests/test_gpu_profile.py
 test: lint
-	$(PY) -m pytest -q -rs --durations=10 --ignore=$(GPU_TEST) tests  # -rs: a skipped test says why (no Chromium)
-	rm -rf $(NBRUN) $(NBVAL) && mkdir -p $(NBRUN) && { \
-	  $(PY) -m pytest -q -s $(GPU_TEST) > $(NBRUN)/gpu_profile.log 2>&1 & gpu=$$!; \
-	  $(PY) tools/run_notebooks.py --profile smoke --cell-timeout 300 --timeout-retries 1 --out $(NBRUN) \
-	    --checked $(NBVAL); smoke=$$?; wait $$gpu; gpu=$$?; \
-	  echo "== $(GPU_TEST), run beside the smoke notebooks:"; grep -v IPKernelApp $(NBRUN)/gpu_profile.log; \
-	  [ $$smoke -eq 0 ] && [ $$gpu -eq 0 ]; }
+	$(PY) -m pytest -q -rs --durations=10 tests  # -rs: a skipped test (the browser test without Chromium) says why
+	rm -rf $(NBRUN) $(NBVAL) && $(PY) tools/run_notebooks.py --profile smoke --cell-timeout 300 --timeout-retries 1 \
+	  --out $(NBRUN) --checked $(NBVAL)
 	@checked=$$(ls $(NBVAL)/*.ipynb 2>/dev/null); if [ -n "$$checked" ]; then \
 	  echo "nbval: $$checked"; \
 	  $(PY) -m pytest -q -p no:cacheprovider --nbval-lax --nbval-current-env --nbval-cell-timeout=600 $$checked; fi

@@ -8,8 +8,8 @@ steps); notebook 04 builds the MemLLM data set with the gpu profile's rules (eve
 of 1,500 characters), from the first documents of Re-DocRED (`train_path` / `dev_path`), and 06–07 score it with
 small sizes; figures and results go to runs/gpu/ (here a temporary RETLLM_RUNS), never to figures/ or results/.
 
-Part of `make test`: each notebook's sizes are shrunk (its time is printed per notebook; `make test` prints the
-log).
+Part of `make test`: each notebook's sizes are shrunk (its time is printed per notebook with `pytest -s`;
+docs/running.md gives a measured run).
 
 What does not run without a GPU (docs/running.md, "The gpu profile"): bf16 / fp16 weights and bf16 training
 (`models.default_dtype`, `training.sft_config`), loading a hub model (`model_id` a hub id) and the paper's models
