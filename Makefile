@@ -41,14 +41,15 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/ruff check .
 
-# Lint; unit tests (JupyterLab driven in headless Chromium among them, and every notebook on the gpu profile with its
-# sizes shrunk: tests/test_gpu_profile.py); then every notebook on the smoke profile with papermill, and nbval re-runs
+# Lint; unit tests (JupyterLab driven in headless Chromium among them); every notebook on the gpu profile with its
+# sizes shrunk (tests/test_gpu_profile.py, on its own with -s so each notebook's time shows as it ends); then every notebook on the smoke profile with papermill, and nbval re-runs
 # each executed copy that has cells marked NBVAL_CHECK_OUTPUT, up to its last marked cell, and compares them (seeded
 # outputs must come out the same twice). Cells after the last marked one, and copies with no marked cell, are not
 # re-run: under --nbval-lax that would only repeat papermill's check that every cell runs.
 NBVAL := .nbval
 test: lint
-	$(PY) -m pytest -q -rs --durations=10 tests  # -rs: a skipped test (the browser test without Chromium) says why
+	$(PY) -m pytest -q -rs --durations=10 --ignore=tests/test_gpu_profile.py tests  # -rs: why a test skipped
+	$(PY) -m pytest -q -s tests/test_gpu_profile.py
 	rm -rf $(NBRUN) $(NBVAL) && $(PY) tools/run_notebooks.py --profile smoke --cell-timeout 300 --timeout-retries 1 \
 	  --out $(NBRUN) --checked $(NBVAL)
 	@checked=$$(ls $(NBVAL)/*.ipynb 2>/dev/null); if [ -n "$$checked" ]; then \

@@ -144,6 +144,27 @@ def _wait(what: str, check: Callable[[], Any], timeout: float, every: float = 0.
 FIGURE_NOTEBOOKS = ("03_zero_shot_vs_retllm.ipynb", "07_docred_perplexity_ablations.ipynb")  # committed figures
 
 
+def _stop_with_children(proc: subprocess.Popen) -> None:
+    """Stop JupyterLab and every process it started: a kernel left behind (its own session, so a signal to the server
+    does not reach it) would hold the CPU that the tests after this module measure and run on."""
+    import psutil
+
+    try:
+        children = psutil.Process(proc.pid).children(recursive=True)
+    except psutil.NoSuchProcess:
+        children = []
+    proc.terminate()
+    try:
+        proc.wait(30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+    _, alive = psutil.wait_procs(children, timeout=10)
+    for p in alive:
+        p.kill()
+    psutil.wait_procs(alive, timeout=10)
+
+
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory) -> Iterator[dict]:
     """JupyterLab on 127.0.0.1 (free port, token) serving a temp copy of notebooks 01, 03 and 07."""
@@ -194,11 +215,7 @@ def lab(tmp_path_factory) -> Iterator[dict]:
         )
         yield {"base": base, "token": token, "dir": tmp, "log": tmp / "jupyter.log"}
     finally:
-        proc.terminate()
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        _stop_with_children(proc)
         log.close()
 
 

@@ -32,6 +32,10 @@ TRAIN_DOCS, DEV_DOCS = 4, 2
 # the warm-up) its adapter would be the base model, whose chats in notebooks 02, 03 and 09 run to max_new_tokens
 TRAIN = dict(batch_size=2, micro_batch=1, max_steps=1)
 
+# a cell that runs this long has hung (the slowest cell took 21 s here, alone on 2 cores): the test fails
+# naming the cell instead of running into CI's own limit
+CELL_TIMEOUT_S = 600
+
 # per notebook: the papermill parameters that shrink it (profile="gpu" is added to each)
 PARAMETERS: dict[str, dict] = {
     "01_synthetic_data": {},  # the paper-size data set itself (no size knob; 28 s measured on one core)
@@ -100,6 +104,7 @@ def run_gpu_profile(names: list[str], runs: Path, out: Path, extra: dict[str, di
             kernel_name="python3",
             cwd=str(NOTEBOOKS),
             progress_bar=False,
+            execution_timeout=CELL_TIMEOUT_S,
         )
         seconds[name] = time.perf_counter() - t0
         print(f"{name} (gpu, shrunk): {seconds[name]:.0f} s", flush=True)
