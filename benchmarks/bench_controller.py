@@ -7,9 +7,11 @@ with `HFGenerator` on SmolLM2-135M on CPU, once per decoding variant (`models.fo
 fp32 with transformers' default (dynamic) KV cache — the path every notebook uses, and the "before" —, bf16
 weights, and a static KV cache with the decoding step compiled by torch.compile, in fp32 and bf16; and, on request
 (`--variants llama.cpp --llama-cpp-src DIR`, llama-cpp-python installed), `llamacpp.LlamaCppGenerator`: the shipped
-Q4_1 GGUF in llama.cpp with the adapter converted to a GGUF LoRA, the same pauses and processors; and `xllamacpp`,
-the same GGUF and adapter on the llama.cpp library that `make install` brings (PyPI's prebuilt xllamacpp wheel,
-`chat.xllama`; the adapter converted by `chat.lora_gguf`, no source tree), one of the default variants. Every variant
+Q4_1 GGUF in llama.cpp with the adapter converted to a GGUF LoRA, the same pauses and processors; and, among the
+default variants, the llama.cpp library that `make install` brings (PyPI's prebuilt xllamacpp wheel, `chat.xllama`;
+no source tree): `xllamacpp`, the model with the adapter merged into its weights as Q8_0 (`chat.lora_gguf`), as
+notebook 09 runs it, and `xllamacpp + LoRA at run time`, the shipped Q4_1 GGUF with the adapter converted to a GGUF
+LoRA. Every variant
 gets the same turns on a fresh copy of the memory, in a fresh process (`--same-process` runs them all in one: there
 llama.cpp, run after the fp32 variant, measured 1.52 s per read turn where it measured 1.26 s alone);
 `same_output` counts turns whose calls and answer equal the first variant's (greedy decoding: a variant that
@@ -98,14 +100,16 @@ class TimedMemory:
 
 LLAMA_CPP = "llama.cpp"  # optional: llama-cpp-python, the adapter converted to GGUF (retllm_utils.chat.llamacpp)
 XLLAMA = "xllamacpp"  # the default install's llama.cpp: PyPI's prebuilt xllamacpp wheel (retllm_utils.chat.xllama)
-CPP = (LLAMA_CPP, XLLAMA)  # the variants that run the GGUF and apply the converted adapter themselves
+XLLAMA_LORA = "xllamacpp + LoRA at run time"  # the same library on the shipped Q4_1 GGUF, the adapter not merged
+CPP = (LLAMA_CPP, XLLAMA, XLLAMA_LORA)  # the variants that run a GGUF and handle the adapter themselves
 VARIANTS = {  # name: (weights dtype, static KV cache + compiled decoding step)
     "fp32": ("float32", False),
     "bf16": ("bfloat16", False),
     "fp32 + static cache + compile": ("float32", True),
     "bf16 + static cache + compile": ("bfloat16", True),
     LLAMA_CPP: ("q4_1", False),  # llama.cpp multiplies the 4-bit weights as stored
-    XLLAMA: ("q4_1", False),
+    XLLAMA: ("q8_0", False),  # the adapter merged into the weights (chat.llamacpp.merged_gguf), as notebook 09 runs
+    XLLAMA_LORA: ("q4_1", False),
 }
 
 
@@ -113,7 +117,8 @@ def llama_cpp_generator(variant: str, adapter: Path, tok, src: str | None, threa
     """A llama.cpp variant's generator, as notebook 09 builds it (`chat.loading.cpp_generator`)."""
     from retllm_utils.chat.loading import cpp_generator
 
-    return cpp_generator("xllamacpp" if variant == XLLAMA else "llama.cpp", adapter, tok, src, threads, max_new_tokens)
+    engine = "llama.cpp" if variant == LLAMA_CPP else "xllamacpp"
+    return cpp_generator(engine, adapter, tok, src, threads, max_new_tokens, merged=variant == XLLAMA)
 
 
 MEDIANS = (

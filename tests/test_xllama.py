@@ -12,7 +12,7 @@ import torch
 
 pytest.importorskip("xllamacpp")
 
-from retllm_utils.chat.llamacpp import lora_gguf  # noqa: E402
+from retllm_utils.chat.llamacpp import lora_gguf, merged_gguf  # noqa: E402
 from retllm_utils.chat.xllama import XLlamaGenerator, load_xllama  # noqa: E402
 from retllm_utils.controller import ForceThenFree, RetLLMController  # noqa: E402
 from retllm_utils.memory import TripleMemory  # noqa: E402
@@ -147,6 +147,12 @@ def test_a_converted_lora_changes_the_logits_as_peft_does(base, smol, tmp_path):
     print(f"\nthe LoRA's change to the last logits: correlation {corr:.3f} between llama.cpp and peft")
     assert corr > 0.9
     tuned.close()
+    merged = load_xllama(threads=1, n_ctx=512, model_path=merged_gguf(adapter))  # the adapter in the weights (Q8_0)
+    merged.eval(ids)
+    corr = float(np.corrcoef(merged.logits() - base.logits(), hf)[0, 1])
+    print(f"merged into the weights: correlation {corr:.3f}")
+    assert corr > 0.9
+    merged.close()
 
 
 @pytest.mark.model

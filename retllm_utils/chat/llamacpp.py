@@ -26,7 +26,7 @@ from ..controller import HFGenerator, Pause
 from ..models import DEFAULT_MODEL, _resolve, gguf_path, load_model
 from .copying import AllowedTerms
 
-__all__ = ["LlamaCppGenerator", "convert_lora", "load_llama", "lora_gguf"]
+__all__ = ["LlamaCppGenerator", "convert_lora", "load_llama", "lora_gguf", "merged_gguf"]
 
 
 def convert_lora(adapter_dir: str | os.PathLike, out: str | os.PathLike, llama_cpp_src: str | os.PathLike) -> Path:
@@ -68,6 +68,17 @@ def lora_gguf(adapter_dir: str | os.PathLike, llama_cpp_src: str | os.PathLike |
     from .lora_gguf import convert_peft_lora
 
     return convert_peft_lora(adapter_dir, out, gguf_path())
+
+
+def merged_gguf(adapter_dir: str | os.PathLike) -> Path:
+    """The shipped model with the adapter merged into its weights, as Q8_0 GGUF (`lora_gguf.merge_peft_lora`), kept
+    beside the adapter: built on first use (~10 s), again when the adapter's weights are newer."""
+    out, weights = Path(adapter_dir) / "merged_q8_0.gguf", Path(adapter_dir) / "adapter_model.safetensors"
+    if out.is_file() and out.stat().st_mtime >= weights.stat().st_mtime:
+        return out
+    from .lora_gguf import merge_peft_lora
+
+    return merge_peft_lora(adapter_dir, out, gguf_path())
 
 
 def load_llama(lora: str | os.PathLike | None = None, *, threads: int = 2, n_ctx: int = 2048) -> Any:

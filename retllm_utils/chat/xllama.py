@@ -229,9 +229,16 @@ class XLlama:
             self.close()
 
 
-def load_xllama(lora: str | os.PathLike | None = None, *, threads: int = 2, n_ctx: int = 2048) -> XLlama:
-    """As `llamacpp.load_llama`, on xllamacpp's prebuilt llama.cpp: the shipped GGUF, a converted LoRA or none."""
-    return XLlama(gguf_path(), lora, n_threads=threads, n_ctx=n_ctx)
+def load_xllama(
+    lora: str | os.PathLike | None = None,
+    *,
+    threads: int = 2,
+    n_ctx: int = 2048,
+    model_path: str | os.PathLike | None = None,
+) -> XLlama:
+    """As `llamacpp.load_llama`, on xllamacpp's prebuilt llama.cpp: the shipped GGUF (or `model_path`, e.g. a merged
+    one from `llamacpp.merged_gguf`), a converted LoRA or none."""
+    return XLlama(model_path or gguf_path(), lora, n_threads=threads, n_ctx=n_ctx)
 
 
 class XLlamaGenerator(LlamaCppGenerator):
