@@ -32,7 +32,7 @@ def _shown(path: Path) -> str:
 
 
 def chat_engine(engine: str = "auto") -> str:
-    """The engine `load_retllm` runs: "auto" is xllamacpp on a machine without CUDA where its library opens (2-3.5x
+    """The engine `load_retllm` runs: "auto" is xllamacpp on a machine without CUDA where its library opens (about 4x
     faster per token than transformers on 2 CPU cores: benchmarks/README.md), else transformers; an unknown name
     is refused."""
     if engine not in ("auto", "transformers", "xllamacpp", "llama.cpp"):

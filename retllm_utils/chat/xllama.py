@@ -3,8 +3,9 @@ AVX2), so no compiler is needed, unlike llama-cpp-python, which PyPI has only as
 
 Why ctypes: xllamacpp's Python API is a server (JSON completions) with no per-token logits, but its extension module
 `xllamacpp.abi3.so` exports llama.cpp's C API. This module declares the few functions and the three structs that
-`LlamaCppGenerator` needs (load the shipped GGUF, apply a GGUF LoRA, decode with the KV cache kept, read the last
-token's logits) and wraps them in `XLlama`, which has the part of llama_cpp.Llama's interface the generator uses.
+`LlamaCppGenerator` needs (load the shipped GGUF or a merged one, apply a GGUF LoRA, decode with the KV cache kept,
+read the last token's logits) and wraps them in `XLlama`, which has the part of llama_cpp.Llama's interface the
+generator uses.
 The struct layouts are those of the llama.h in xllamacpp 2026.10.11549's source distribution, so that version is
 pinned and checked before the library is opened: another version's structs may differ and would crash or misread.
 """
