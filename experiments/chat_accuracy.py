@@ -6,7 +6,8 @@
         --out chat_accuracy_xllamacpp_whole_sequence   # the prebuilt llama.cpp, notebook 09's default engine
 
 Every variant is notebook 02's cpu adapter on one of benchmarks/bench_controller.py's decoding paths
-(`models.for_chat`, or llama.cpp with the adapter converted: llama-cpp-python or the prebuilt xllamacpp), scored
+(`models.for_chat`; llama-cpp-python with the adapter converted to a GGUF LoRA; or the prebuilt xllamacpp with the
+adapter merged into the weights as Q8_0, as notebook 09 runs it), scored
 exactly as notebook 03 scores its passes
 (names copied, answers held to the reply's facts, LSH memory, MiniLM with the calibrated thresholds); `differs`
 counts examples whose calls or answer differ from notebook 03's own pass of the same adapter (the adapter
