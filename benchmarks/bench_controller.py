@@ -23,6 +23,9 @@ an empty one), on user turns of the synthetic test split. Time is split into
 - overhead: the rest (chat template, tokenization, parsing the calls, formatting the reply), of which the
   per-token checks: the pause check (decodes and parses the generated text) and the logits processors that copy
   names and hold the answer to the reply (`processors_ms`).
+`tokens` counts the tokens the model generated, a repeated write call that the controller drops included (it is
+generated before the controller can tell it repeats one); `generation_ms_per_token` divides the generation time, which
+includes evaluating the prompt and the memory's reply, by them.
 The first turn of each kind warms up (allocator, caches, and for a compiled variant the compilation; its time is
 `warmup_ms`) and is not in the medians.
 A broad read (e.g. `>>investor in>>` on 100k triples) matches thousands of triples; the controller hands the
@@ -259,11 +262,12 @@ def main() -> None:
                 if i == 0:
                     warmup[kind] = total * 1e3
                     continue
-                # generated tokens: the model's own text (the memory's reply is appended, not generated)
+                # generated tokens: the model's own text, kept or not (a repeated write call that ends the turn is
+                # generated, then dropped: a "skip" event); the memory's reply is appended, not generated
                 n_new = sum(
                     len(tok(e["text"], add_special_tokens=False)["input_ids"])
                     for e in turn.trace
-                    if e["event"] == "model"
+                    if e["event"] in ("model", "skip")
                 )
                 s = dict(timer.s)
                 # the pause check and the processors run inside generate: generation is the model's own time

@@ -163,20 +163,23 @@ def drop_memory(target) -> None:
         f.unlink(missing_ok=True)
 
 
-def build_memory(path, kind: str, embedder, triples, batch: int, bulk: bool = False) -> dict:
+def build_memory(path, kind: str, embedder, triples, batch: int, bulk: bool = False, hnsw_m: int = 32) -> dict:
     """Write `triples` in batches into a new memory at `path`, then close it (saving the indexes); `bulk` (Postgres):
-    every batch inside one `PgTripleMemory.bulk()` load, the HNSW indexes built once at its end."""
+    every batch inside one `PgTripleMemory.bulk()` load, the HNSW indexes built once at its end; `hnsw_m` (Postgres):
+    the HNSW graph's links per node."""
     ents, rels = phrases_of(triples)
     emb = TimedEmbedder(embedder)
     drop_memory(path)
     rss0 = rss_mib()
     load0 = loadavg()
-    mem = open_memory(path, kind, emb)
+    mem = open_memory(path, kind, emb, **({"hnsw_m": hnsw_m} if "#" in str(path) else {}))
     t0 = time.perf_counter()
     with mem.bulk() if bulk else contextlib.nullcontext():
         for i in range(0, len(triples), batch):
             mem.write_many(triples[i : i + batch])
     write_s = time.perf_counter() - t0
+    # a bulk load's rows, index builds and statistics (the rest of write_s: the commit)
+    split = {"bulk_split_s": mem.last_bulk} if bulk else {}
     rss_built = rss_mib() - rss0
     t1 = time.perf_counter()
     mem.close()
@@ -196,7 +199,9 @@ def build_memory(path, kind: str, embedder, triples, batch: int, bulk: bool = Fa
         "n_relations": len(rels),
         "batch": batch,
         "bulk": bulk,
+        **({"hnsw_m": hnsw_m} if "#" in str(path) and kind == "hnsw" else {}),
         "write_s": write_s,
+        **split,
         "cache_lookup_s": emb.seconds,
         "store_index_s": write_s - emb.seconds,
         "store_index_triples_per_s": n / (write_s - emb.seconds),
@@ -222,6 +227,7 @@ def worker_build(a) -> dict:
         triples,
         a.batch,
         bulk="#" in a.path and a.pg_bulk,
+        hnsw_m=a.pg_hnsw_m,
     )
 
 
@@ -391,6 +397,8 @@ def run_worker(role: str, a, kind: str, n: int, path: Path, extra: list[str] = (
         "--encoder",
         a.encoder,
         "--pg-bulk" if a.pg_bulk else "--no-pg-bulk",
+        "--pg-hnsw-m",
+        str(a.pg_hnsw_m),
         *extra,
     ]
     if a.backend == "postgres":  # PgTripleMemory's server process inherits nothing: the client is measured alone
@@ -514,6 +522,7 @@ def main() -> None:
         default=True,
         help="postgres: load each memory in one bulk() transaction, HNSW indexes built once at the end (default)",
     )
+    ap.add_argument("--pg-hnsw-m", type=int, default=32, help="postgres: HNSW links per node (m; the kit's default 32)")
     ap.add_argument("--pg-uri", help="postgres: your server's URI (default: a private pgserver on --dir/pgdata)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--queries", type=int, default=1000, help="exact and fuzzy lookups, each")

@@ -35,7 +35,8 @@ Core:
 - `loading`: notebook 09's chat models (notebook 02's adapter, on transformers or llama.cpp; 05's two adapters).
 - `copying`: decoding that copies call names from the user or the memory, answers held to the reply's facts.
 - `llamacpp`: RET-LLM chat turns on llama.cpp (optional, CPU): the shipped GGUF, the adapter converted.
-- `lora_gguf`: a peft LoRA adapter as a GGUF LoRA with PyPI's gguf package (no llama.cpp source tree).
+- `lora_gguf`: a peft LoRA adapter as a GGUF LoRA, or merged into the model's weights (Q8_0), with PyPI's gguf
+  package (no llama.cpp source tree).
 - `xllama`: llama.cpp from the prebuilt `xllamacpp` wheel through ctypes, for `llamacpp`'s generator (no compiler).
 
 `fuzzy/` — calibrating RET-LLM's fuzzy read, beyond both papers (notebook 03): who may stand in for a term:

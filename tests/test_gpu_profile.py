@@ -32,8 +32,8 @@ TRAIN_DOCS, DEV_DOCS = 4, 2
 # the warm-up) its adapter would be the base model, whose chats in notebooks 02, 03 and 09 run to max_new_tokens
 TRAIN = dict(batch_size=2, micro_batch=1, max_steps=1)
 
-# a cell that runs this long has hung (the slowest cell took 21 s here, alone on 2 cores): the test fails
-# naming the cell instead of running into CI's own limit
+# a cell that runs this long has hung (the slowest cell took 21 s in one run alone on 2 cores): the test fails,
+# showing the cell's source, instead of running into CI's own limit
 CELL_TIMEOUT_S = 600
 
 # per notebook: the papermill parameters that shrink it (profile="gpu" is added to each)

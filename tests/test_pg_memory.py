@@ -274,6 +274,7 @@ def test_a_bulk_load_indexes_once_and_is_all_or_nothing(pg_uri, schema):
                 m.write_many([(f"Person {k}", f"rel {k % 20}", f"Company {k % 101}") for k in range(i, i + 500)])
             assert len(m) == 3001  # the load's own connection sees its rows
         assert _indexes(m) == before and len(m) == 3001
+        assert sorted(m.last_bulk) == ["analyze_s", "index_s", "rows_s"] and min(m.last_bulk.values()) > 0
         stats = "SELECT COUNT(*) FROM pg_stats WHERE schemaname = ? AND tablename = ?"
         assert all(m._conn.execute(stats, (m.schema, t)).fetchone()[0] > 0 for t in ("phrases", "triples"))  # analyzed
         assert m.read_explained(("Persn 17", "", "")).substitutions[0].stored.startswith("Person 17")

@@ -55,7 +55,7 @@ def cpp_generator(
     merged: bool = True,
 ) -> HFGenerator:
     """A llama.cpp generator for the trained adapter. "xllamacpp" (the prebuilt library): the model with `adapter`
-    merged into its weights, Q8_0 (`llamacpp.merged_gguf`; its prompts evaluate ~2x faster than Q4_1 with a LoRA
+    merged into its weights, Q8_0 (`llamacpp.merged_gguf`; its chat turns ran ~1.45x faster than Q4_1 with the LoRA
     applied at run time), or with `merged=False` the shipped Q4_1 GGUF with `adapter` converted to a GGUF LoRA
     (`llamacpp.lora_gguf`), as llama-cpp-python ("llama.cpp") always runs it."""
     from .llamacpp import LlamaCppGenerator, load_llama, lora_gguf, merged_gguf
@@ -91,7 +91,8 @@ def load_retllm(
 
     Both run in `dtype` with the adapter merged (`models.for_chat`), or the trained one on llama.cpp
     (`engine="llama.cpp"`: the shipped 4-bit GGUF with the adapter converted, `chat.llamacpp`; `engine="xllamacpp"`:
-    the same on the prebuilt llama.cpp of PyPI's xllamacpp wheel, no compiler needed, `chat.xllama`; "auto":
+    the model with the adapter merged into its weights, Q8_0, on the prebuilt llama.cpp of PyPI's xllamacpp wheel, no
+    compiler needed, `cpp_generator`; "auto":
     `chat_engine`'s choice).
     """
     engine = chat_engine(engine)
