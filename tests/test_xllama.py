@@ -104,9 +104,11 @@ def test_the_kv_cache_kept_or_cut_gives_the_logits_of_a_fresh_evaluation(base):
     np.testing.assert_allclose(base.logits(), fresh, atol=1e-3)
 
 
-def _adapter(tmp_path):
-    """A copy of notebook 02's smoke adapter where it was trained, else a random r=2 peft LoRA of the offline model."""
-    out = tmp_path / "adapter"
+@pytest.fixture(scope="module")
+def adapter(tmp_path_factory):
+    """A copy of notebook 02's smoke adapter where it was trained, else a random r=2 peft LoRA of the offline model;
+    one per module, so its GGUF forms (converted, merged: ~10 s) are built once and reused as the engine reuses them."""
+    out = tmp_path_factory.mktemp("xllama") / "adapter"
     trained = run_dir("retllm", "smoke") / "adapter"
     if (trained / "adapter_config.json").is_file():
         out.mkdir()
@@ -124,13 +126,12 @@ def _adapter(tmp_path):
 
 
 @pytest.mark.model
-def test_a_converted_lora_changes_the_logits_as_peft_does(base, smol, tmp_path):
+def test_a_converted_lora_changes_the_logits_as_peft_does(base, smol, adapter):
     from peft import PeftModel
 
     from retllm_utils.models import load_model
 
     _, tok = smol
-    adapter = _adapter(tmp_path)
     assert json.loads((adapter / "adapter_config.json").read_text())["peft_type"] == "LORA"
     ids = tok(chat_prompt(tok, USER), add_special_tokens=False)["input_ids"]
     tuned = load_xllama(lora_gguf(adapter), threads=1, n_ctx=512)
@@ -179,11 +180,10 @@ def test_the_generator_runs_a_controller_turn_with_a_pause_and_reuses_its_cache(
 
 
 @pytest.mark.model
-def test_load_retllm_runs_the_trained_adapter_on_xllamacpp(smol, tmp_path, monkeypatch):
+def test_load_retllm_runs_the_trained_adapter_on_xllamacpp(smol, adapter, monkeypatch):
     import retllm_utils.chat.loading as loading
 
     _, tok = smol
-    adapter = _adapter(tmp_path)
     monkeypatch.setattr(loading, "run_dir", lambda paper, profile: adapter.parent)  # no file written under runs/
     monkeypatch.setattr(torch, "get_num_threads", lambda: 1)
     ctls, _, msg = loading.load_retllm(
@@ -195,14 +195,13 @@ def test_load_retllm_runs_the_trained_adapter_on_xllamacpp(smol, tmp_path, monke
     assert text and gen.model.n_tokens > 8
 
 
-def test_the_auto_engine_is_xllamacpp_on_a_cpu_and_transformers_with_cuda(smol, tmp_path, monkeypatch):
+def test_the_auto_engine_is_xllamacpp_on_a_cpu_and_transformers_with_cuda(smol, adapter, monkeypatch):
     """Notebook 09's default engine: the prebuilt llama.cpp where there is no GPU (this machine), transformers where
     CUDA is there; an engine name it does not know is refused by name, not run as transformers."""
     import retllm_utils.chat.loading as loading
     from retllm_utils.chat.xllama import available
 
     assert available()  # a main dependency on Linux x86-64: make install brings it
-    adapter = _adapter(tmp_path)
     monkeypatch.setattr(loading, "run_dir", lambda paper, profile: adapter.parent)
     monkeypatch.setattr(torch, "get_num_threads", lambda: 1)
     kw = dict(dtype=torch.float32, max_new_tokens=8)

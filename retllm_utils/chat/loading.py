@@ -32,9 +32,9 @@ def _shown(path: Path) -> str:
 
 
 def chat_engine(engine: str = "auto") -> str:
-    """The engine `load_retllm` runs: "auto" is xllamacpp on a machine without CUDA where its library opens (about 4x
-    faster per token than transformers on 2 CPU cores: benchmarks/README.md), else transformers; an unknown name
-    is refused."""
+    """The engine `load_retllm` runs: "auto" is xllamacpp on a machine without CUDA where its library opens (about
+    2.4x faster per generated token than transformers fp32 on 2 CPU cores: benchmarks/README.md), else transformers;
+    an unknown name is refused."""
     if engine not in ("auto", "transformers", "xllamacpp", "llama.cpp"):
         raise ValueError(f"engine must be 'auto', 'transformers', 'xllamacpp' or 'llama.cpp'; got {engine!r}")
     if engine != "auto":
@@ -55,9 +55,9 @@ def cpp_generator(
     merged: bool = True,
 ) -> HFGenerator:
     """A llama.cpp generator for the trained adapter. "xllamacpp" (the prebuilt library): the model with `adapter`
-    merged into its weights, Q8_0 (`llamacpp.merged_gguf`; its chat turns ran ~1.45x faster than Q4_1 with the LoRA
-    applied at run time), or with `merged=False` the shipped Q4_1 GGUF with `adapter` converted to a GGUF LoRA
-    (`llamacpp.lora_gguf`), as llama-cpp-python ("llama.cpp") always runs it."""
+    merged into its weights, Q8_0 (`llamacpp.merged_gguf`; its read turns ran faster than Q4_1 with the LoRA applied
+    at run time, write turns about as fast), or with `merged=False` the shipped Q4_1 GGUF with `adapter` converted to
+    a GGUF LoRA (`llamacpp.lora_gguf`), as llama-cpp-python ("llama.cpp") always runs it."""
     from .llamacpp import LlamaCppGenerator, load_llama, lora_gguf, merged_gguf
 
     if engine == "xllamacpp":
