@@ -1,4 +1,4 @@
-"""End-to-end latency of RET-LLM chat turns (one write turn, one read turn) with the default model on CPU.
+"""End-to-end latency of RET-LLM chat turns (write turns and read turns, `--repeats` of each) on CPU.
 
     .venv/bin/python benchmarks/bench_controller.py   # -> benchmarks/results/controller.json, figures/08_controller.png
 
