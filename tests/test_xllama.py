@@ -107,7 +107,7 @@ def test_the_kv_cache_kept_or_cut_gives_the_logits_of_a_fresh_evaluation(base):
 @pytest.fixture(scope="module")
 def adapter(tmp_path_factory):
     """A copy of notebook 02's smoke adapter where it was trained, else a random r=2 peft LoRA of the offline model;
-    one per module, so its GGUF forms (converted, merged: ~10 s) are built once and reused as the engine reuses them."""
+    one per module, so its GGUF forms (converted, merged) are built once and reused, as the engine reuses them."""
     out = tmp_path_factory.mktemp("xllama") / "adapter"
     trained = run_dir("retllm", "smoke") / "adapter"
     if (trained / "adapter_config.json").is_file():

@@ -46,18 +46,20 @@ def rotary_permute(w: np.ndarray, n_head: int) -> np.ndarray:
     return w.reshape(n_head, 2, w.shape[0] // n_head // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
 
 
-def head_counts(base_gguf: str | Path) -> tuple[int, int]:
-    """(attention heads, key-value heads) of the base model, read from its GGUF: the permutation needs both."""
+def head_counts(base_gguf: Any) -> tuple[int, int]:
+    """(attention heads, key-value heads) of the base model, read from its GGUF (a path, or a `gguf.GGUFReader`
+    already open: reading the file parses its whole vocabulary, seconds): the permutation needs both."""
     import gguf
 
-    fields = gguf.GGUFReader(str(base_gguf)).fields
+    reader = base_gguf if isinstance(base_gguf, gguf.GGUFReader) else gguf.GGUFReader(str(base_gguf))
+    fields = reader.fields
     arch = fields["general.architecture"].contents()
     if arch != "llama":
         raise ValueError(f"the base GGUF is {arch!r}: this converter handles the 'llama' architecture only")
     return int(fields["llama.attention.head_count"].contents()), int(fields["llama.attention.head_count_kv"].contents())
 
 
-def _lora_tensors(adapter_dir: Path, base_gguf: str | Path) -> tuple[dict, dict[str, np.ndarray]]:
+def _lora_tensors(adapter_dir: Path, base_gguf: Any) -> tuple[dict, dict[str, np.ndarray]]:
     """(adapter config, {llama.cpp name + ".lora_a"/".lora_b": float32 array}), q/k's lora_B permuted; refuses what
     llama.cpp's single-alpha format cannot hold (DoRA, rsLoRA, per-module ranks)."""
     from safetensors.numpy import load_file
@@ -115,9 +117,9 @@ def merge_peft_lora(adapter_dir: str | Path, out: str | Path, base_gguf: str | P
     import gguf
     from gguf.quants import dequantize, quantize
 
-    cfg, named = _lora_tensors(Path(adapter_dir), base_gguf)
-    scale = float(cfg["lora_alpha"]) / float(cfg["r"])
     reader = gguf.GGUFReader(str(base_gguf))
+    cfg, named = _lora_tensors(Path(adapter_dir), reader)
+    scale = float(cfg["lora_alpha"]) / float(cfg["r"])
     out = Path(out)
     tmp = out.with_name(out.name + ".part")
     writer = gguf.GGUFWriter(str(tmp), reader.fields[gguf.Keys.General.ARCHITECTURE].contents())
