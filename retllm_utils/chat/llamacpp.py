@@ -56,11 +56,17 @@ def convert_lora(adapter_dir: str | os.PathLike, out: str | os.PathLike, llama_c
     return Path(out)
 
 
+def _up_to_date(built: Path, adapter_dir: str | os.PathLike) -> bool:
+    """Whether a file built from the adapter exists and is not older than the adapter's weights (a retrained one)."""
+    weights = Path(adapter_dir) / "adapter_model.safetensors"
+    return built.is_file() and built.stat().st_mtime >= weights.stat().st_mtime
+
+
 def lora_gguf(adapter_dir: str | os.PathLike, llama_cpp_src: str | os.PathLike | None = None) -> Path:
     """The adapter as GGUF, kept beside it: converted on first use, again when the adapter's weights are newer; by
     `lora_gguf.convert_peft_lora` (PyPI's gguf only), or by llama.cpp's converter where its source folder is given."""
-    out, weights = Path(adapter_dir) / "adapter.gguf", Path(adapter_dir) / "adapter_model.safetensors"
-    if out.is_file() and out.stat().st_mtime >= weights.stat().st_mtime:
+    out = Path(adapter_dir) / "adapter.gguf"
+    if _up_to_date(out, adapter_dir):
         return out
     src = llama_cpp_src or os.environ.get("LLAMA_CPP_SRC")
     if src:
@@ -73,8 +79,8 @@ def lora_gguf(adapter_dir: str | os.PathLike, llama_cpp_src: str | os.PathLike |
 def merged_gguf(adapter_dir: str | os.PathLike) -> Path:
     """The shipped model with the adapter merged into its weights, as Q8_0 GGUF (`lora_gguf.merge_peft_lora`), kept
     beside the adapter: built on first use (~7 s on 2 cores), again when the adapter's weights are newer."""
-    out, weights = Path(adapter_dir) / "merged_q8_0.gguf", Path(adapter_dir) / "adapter_model.safetensors"
-    if out.is_file() and out.stat().st_mtime >= weights.stat().st_mtime:
+    out = Path(adapter_dir) / "merged_q8_0.gguf"
+    if _up_to_date(out, adapter_dir):
         return out
     from .lora_gguf import merge_peft_lora
 
