@@ -324,3 +324,21 @@ def test_load_synthetic_builds_the_wide_set_apart(tmp_path, monkeypatch):
 def test_detokenize():
     text = "the Sneaker Pimps ' Kelli Ali , who said \" Hello \" ( twice ) , it 's"
     assert docred_mix.detokenize(text) == "the Sneaker Pimps' Kelli Ali, who said \"Hello\" (twice), it's"
+
+
+def test_train_write_frac_sets_the_training_statements_alone():
+    """More statements in training only: the evaluation splits stay the write_frac build's, row for row."""
+    sizes = dict(n_train=200, n_val=40, n_test=60, n_paraphrase=24, n_new_relations=4)
+    more, fewer = (make_dataset(_config(**sizes, train_write_frac=f)) for f in (0.6, 0.25))
+    for split in ("validation", "test", "paraphrase", "new_relations"):
+        assert more[split].to_list() == fewer[split].to_list(), split
+
+    def synthetic_writes(ds):
+        syn = [r for r in ds if r["phrasing"] != "redocred"]
+        return sum(r["kind"] == "write" for r in syn) / len(syn)
+
+    assert synthetic_writes(more["train"]) == pytest.approx(0.6, abs=0.01)
+    assert synthetic_writes(fewer["train"]) == pytest.approx(0.25, abs=0.01)
+    assert synthetic_writes(more["test"]) == pytest.approx(0.25, abs=0.02)
+    with pytest.raises(ValueError, match="train_write_frac"):
+        _config(train_write_frac=1.5)

@@ -28,10 +28,10 @@ What it adds (RET-LLM is a general write-read memory, §1, §3; the paper trains
   / test rows (capped by the pools: 265 / 33 / 75 sentences over 63 relations, documents split between them), and a
   new_relations split: all 57 sentences over `docred_mix.HELD_OUT_RELATIONS` (8 of the 11 occur), never trained on.
 
-Splits: SPLITS. `write_frac` and `no_match_frac` apply to the synthetic rows; the Re-DocRED rows are writes on top
-(cpu: 150 of the 1,500 train rows; with the 25% of the other 1,350, about a third of the rows are statements).
-Sizes on cpu (SmolLM2 tokenizer, chat template included): train 150,820 tokens per epoch, 100.5 per row (the paper
-build: 146,545, 97.7), longest 270; paraphrase 120 rows (30 writes, 6 per held-out write shape; 90 reads, 17-25 per
+Splits: SPLITS. `write_frac` (the train split: `train_write_frac`) and `no_match_frac` apply to the synthetic rows;
+the Re-DocRED rows are writes on top (cpu: 150 of the 1,500 train rows; with 40% of the other 1,350, 690 train rows
+are statements; test 110 of 336). Sizes on cpu (SmolLM2 tokenizer, chat template included): train 149,076 tokens
+per epoch, 99.4 per row (the paper build: 146,545, 97.7), longest 277; paraphrase 120 rows (30 writes, 6 per held-out write shape; 90 reads, 17-25 per
 held-out read shape), new_relations 57 rows, 5,054 tokens.
 """
 
@@ -316,7 +316,8 @@ def make_rows(
         pool = docred[split] if split != "paraphrase" else []
         picked = rng.sample(pool, min(round(n * c.docred_frac), len(pool)))
         at = set(rng.sample(range(n), len(picked)))
-        syn_slots = slots(rng, n - len(picked), c.write_frac, c.no_match_frac)
+        share = c.train_write_frac if split == "train" else c.write_frac
+        syn_slots = slots(rng, n - len(picked), share, c.no_match_frac)
         plan = iter(zip(syn_slots, shape_plan(rng, syn_slots, held_out=split == "paraphrase")))
         stated = iter(picked)
         rows = []
