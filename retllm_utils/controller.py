@@ -281,7 +281,8 @@ class RetLLMController:
         self.generator, self.memory, self.prompt_fn, self.max_calls = generator, memory, prompt_fn, max_calls
         # call terms copy the user's words or stored phrases (`chat.copying`; beyond the paper)
         self.copy_names = copy_names
-        # names a call may also copy when the user lower-cases or misspells them (e.g. the company list)
+        # names a call copies in their place when the user lower-cases or misspells them (e.g. the company list):
+        # the call may not copy the user's variant, so the memory holds one spelling
         self.known_names = tuple(known_names)
         # the sentence stating one fact (None: no known form): an answer after a read then states only the reply's
         # facts, each once, in those words (`chat.copying.StateFacts`; beyond the paper)
@@ -304,7 +305,7 @@ class RetLLMController:
         if self.copy_names:  # an extension: imported on the first turn that asks for it
             from .chat.copying import allowed_terms
 
-            copy = {"allowed": allowed_terms(user_text, self.memory, known=self.known_names)}
+            copy = {"allowed": allowed_terms(user_text, self.memory, known=self.known_names, prefer_known=True)}
         generated, trace, writes, dropped_writes, answer = "", [], 0, 0, {}
         for _ in range(self.max_calls + 1):
             cont, ended = self.generator(context + generated, self._pause(generated), **copy, **answer)

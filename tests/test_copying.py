@@ -16,6 +16,7 @@ from retllm_utils.chat.copying import (
     invented_terms,
     known_near,
     recased,
+    slips_of_known,
     user_spans,
 )
 from retllm_utils.controller import HFGenerator, RetLLMController
@@ -248,3 +249,20 @@ def test_allowed_terms_recase_lower_case_names_and_known_names_typed_with_a_slip
     assert recased("min-jun kapoor-shah") == "Min-jun Kapoor-shah"
     # a slip is one edit: two edits away is another name, not a typo
     assert known_near(["Ciscoo"], ["Cisco"]) == {"Cisco"} and known_near(["Cissoo"], ["Cisco"]) == set()
+
+
+def test_prefer_known_leaves_only_the_known_spelling():
+    """The controller's rule: a company typed with a slip or in lower case is copied as listed, never as typed."""
+    text = "Oliver Walker founded Mersk. Pilar Nagy invests in lg and Nokia."
+    known = ["Maersk", "LG", "Nokia", "Cisco"]
+    lenient = allowed_terms(text, known=known)
+    assert {"Mersk", "Maersk", "lg", "Lg", "LG"} <= lenient.write  # the invented-name measure keeps both
+    strict = allowed_terms(text, known=known, prefer_known=True)
+    assert {"Maersk", "LG", "Nokia", "Oliver Walker", "Pilar Nagy"} <= strict.write
+    assert not {"Mersk", "lg", "Lg"} & strict.write
+    assert not {"Mersk", "lg", "Lg"} & strict.read
+    assert slips_of_known(["Mersk", "lg", "Nokia", "Oliver"], known) == {
+        "Mersk": {"Maersk"},
+        "lg": {"LG"},
+        "Nokia": {"Nokia"},
+    }

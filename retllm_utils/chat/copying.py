@@ -38,6 +38,7 @@ __all__ = [
     "allowed_terms",
     "recased",
     "known_near",
+    "slips_of_known",
     "invented_terms",
     "STORED_CAP",
 ]
@@ -84,31 +85,47 @@ def recased(span: str) -> str:
 
 def known_near(spans: Iterable[str], known: Iterable[str], max_slips: int = 1) -> set[str]:
     """The known names (e.g. the company list) that a span types with other case or a slip or two: a swap of two
-    neighbours, a letter dropped or doubled (optimal string alignment distance <= `max_slips`, case folded)."""
+    neighbours, a letter dropped or doubled (optimal string alignment distance <= `max_slips`, case folded; a slip
+    only in spans of 5 letters or more)."""
+    return {k for names in slips_of_known(spans, known, max_slips).values() for k in names}
+
+
+def slips_of_known(spans: Iterable[str], known: Iterable[str], max_slips: int = 1) -> dict[str, set[str]]:
+    """Each span that types a known name with other case or a slip (`known_near`'s rule) -> those known names."""
     from rapidfuzz.distance import OSA
 
     by_fold = {k.lower(): k for k in known}
-    out = set()
-    for s in {s.lower() for s in spans if len(s) >= 3}:
-        if s in by_fold:
-            out.add(by_fold[s])
-        elif len(s) >= 5:
-            out.update(
+    out: dict[str, set[str]] = {}
+    for span in spans:
+        s = span.lower()
+        if s in by_fold and len(s) >= 2:  # "lg" for LG: case alone
+            out[span] = {by_fold[s]}
+        elif len(s) >= 5:  # a slip only in a longer word: "Snoy" is not a slip of Sony
+            near = {
                 k for f, k in by_fold.items() if abs(len(f) - len(s)) <= max_slips and OSA.distance(s, f) <= max_slips
-            )
+            }
+            if near:
+                out[span] = near
     return out
 
 
-def allowed_terms(user_text: str, memory: Any = None, cap: int = STORED_CAP, known: Iterable[str] = ()) -> AllowedTerms:
+def allowed_terms(
+    user_text: str, memory: Any = None, cap: int = STORED_CAP, known: Iterable[str] = (), prefer_known: bool = False
+) -> AllowedTerms:
     """Writes copy the user's words, re-cased as stored names are, or a `known` name the user typed with a slip;
-    reads may also name any stored subject or object (memories up to `cap`)."""
+    reads may also name any stored subject or object (memories up to `cap`). `prefer_known`: a span that types a
+    known name otherwise ("lg", "Mersk") is not allowed itself, only the known name ("LG", "Maersk"), so the memory
+    stores and asks for the one spelling (the controller's rule; the invented-name measure keeps both)."""
     raw = user_spans(user_text)
-    spans = frozenset(raw | {recased(s) for s in raw} | known_near(raw, known))
+    slips = slips_of_known(raw, known)
+    spans = raw | {recased(s) for s in raw} | {k for names in slips.values() for k in names}
+    if prefer_known:
+        spans -= {v for s, names in slips.items() for v in (s, recased(s)) if v not in names}
     stored: set[str] = set()
     if memory is not None and len(memory) <= cap:
         for s, _, o in memory:
             stored.update((s, o))
-    return AllowedTerms(write=spans, read=spans | stored)
+    return AllowedTerms(write=frozenset(spans), read=frozenset(spans | stored))
 
 
 _OPENERS = (RETLLM_WRITE_OPEN, RETLLM_READ_OPEN)
