@@ -10,8 +10,10 @@ weights, and a static KV cache with the decoding step compiled by torch.compile,
 Q4_1 GGUF in llama.cpp with the adapter converted to a GGUF LoRA, the same pauses and processors; and, among the
 default variants, the llama.cpp library that `make install` brings (PyPI's prebuilt xllamacpp wheel, `chat.xllama`;
 no source tree): `xllamacpp`, the model with the adapter merged into its weights as Q8_0 (`chat.lora_gguf`), as
-notebook 09 runs it, and `xllamacpp + LoRA at run time`, the shipped Q4_1 GGUF with the adapter converted to a GGUF
-LoRA. Every variant
+notebook 09 runs it, drafting by prompt lookup (`chat.xllama.XLlamaGenerator`: tokens that followed the last three
+earlier in the context are checked in one batch; `drafted` / `draft_kept` count them), `xllamacpp, no drafting`, the
+same model one token per llama.cpp call, and `xllamacpp + LoRA at run time`, the shipped Q4_1 GGUF with the adapter
+converted to a GGUF LoRA (drafting too). Every variant
 gets the same turns on a fresh copy of the memory, in a fresh process (`--same-process` runs them all in one: there
 llama.cpp, run after the fp32 variant, measured 1.52 s per read turn where it measured 1.26 s alone);
 `same_output` counts turns whose calls and answer equal the first variant's (greedy decoding: a variant that
@@ -104,7 +106,8 @@ class TimedMemory:
 LLAMA_CPP = "llama.cpp"  # optional: llama-cpp-python, the adapter converted to GGUF (retllm_utils.chat.llamacpp)
 XLLAMA = "xllamacpp"  # the default install's llama.cpp: PyPI's prebuilt xllamacpp wheel (retllm_utils.chat.xllama)
 XLLAMA_LORA = "xllamacpp + LoRA at run time"  # the same library on the shipped Q4_1 GGUF, the adapter not merged
-CPP = (LLAMA_CPP, XLLAMA, XLLAMA_LORA)  # the variants that run a GGUF and handle the adapter themselves
+XLLAMA_ONE = "xllamacpp, no drafting"  # the merged model, one token per llama.cpp call (XLlamaGenerator draft=0)
+CPP = (LLAMA_CPP, XLLAMA, XLLAMA_LORA, XLLAMA_ONE)  # the variants that run a GGUF and handle the adapter themselves
 VARIANTS = {  # name: (weights dtype, static KV cache + compiled decoding step)
     "fp32": ("float32", False),
     "bf16": ("bfloat16", False),
@@ -113,6 +116,7 @@ VARIANTS = {  # name: (weights dtype, static KV cache + compiled decoding step)
     LLAMA_CPP: ("q4_1", False),  # llama.cpp multiplies the 4-bit weights as stored
     XLLAMA: ("q8_0", False),  # the adapter merged into the weights (chat.llamacpp.merged_gguf), as notebook 09 runs
     XLLAMA_LORA: ("q4_1", False),
+    XLLAMA_ONE: ("q8_0", False),
 }
 
 
@@ -121,7 +125,10 @@ def llama_cpp_generator(variant: str, adapter: Path, tok, src: str | None, threa
     from retllm_utils.chat.loading import cpp_generator
 
     engine = "llama.cpp" if variant == LLAMA_CPP else "xllamacpp"
-    return cpp_generator(engine, adapter, tok, src, threads, max_new_tokens, merged=variant == XLLAMA)
+    gen = cpp_generator(engine, adapter, tok, src, threads, max_new_tokens, merged=variant in (XLLAMA, XLLAMA_ONE))
+    if variant == XLLAMA_ONE:
+        gen.draft = 0
+    return gen
 
 
 MEDIANS = (
@@ -133,6 +140,8 @@ MEDIANS = (
     "processors_ms",
     "overhead_ms",
     "tokens",
+    "drafted",
+    "draft_kept",
     "generation_ms_per_token",
     "loadavg",
 )
@@ -255,6 +264,7 @@ def main() -> None:
                     answer_form=fact_sentence if adapter is not None else None,
                 )
                 timer.s.clear()
+                drafted0 = (getattr(cpp, "drafted", 0), getattr(cpp, "accepted", 0)) if variant in CPP else (0, 0)
                 load0 = loadavg()[0]
                 t0 = time.perf_counter()
                 turn = controller.chat(ex["user"])
@@ -297,6 +307,9 @@ def main() -> None:
                         "processors_ms": s.get("processors", 0.0) * 1e3,
                         "overhead_ms": (total - generation - memory_s) * 1e3,
                         "tokens": n_new,
+                        # prompt lookup (xllamacpp): tokens evaluated ahead in a batch, and of them those kept
+                        "drafted": getattr(cpp, "drafted", 0) - drafted0[0] if variant in CPP else 0,
+                        "draft_kept": getattr(cpp, "accepted", 0) - drafted0[1] if variant in CPP else 0,
                         "generation_ms_per_token": generation * 1e3 / max(n_new, 1),
                         "loadavg": load0,
                     }
@@ -401,6 +414,8 @@ def finish(
                 "pause_check_ms",
                 "processors_ms",
                 "tokens",
+                "drafted",
+                "draft_kept",
                 "generation_ms_per_token",
                 "same_output",
                 "api_ok",

@@ -73,16 +73,17 @@ def main() -> None:
         )
         print(
             "| variant | turn | total ms | slowest turn ms | generation ms | ms per token | memory ms (encoder) | "
-            "overhead ms (pause check, processors) | tokens | same output | load avg |"
+            "overhead ms (pause check, processors) | tokens | drafted (kept) | same output | load avg |"
         )
-        print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+        print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
         for r in ctl["summary_median"]:
             print(
                 f"| {r.get('variant', 'fp32')} | {r['turn']} | {fmt(r['total_ms'])} | "
                 f"{fmt(r.get('max_total_ms', float('nan')))} | {fmt(r['generation_ms'])} | "
                 f"{fmt(r['generation_ms_per_token'], 1)} | {fmt(r['memory_ms'], 1)} ({fmt(r['encoder_ms'], 1)}) | "
                 f"{fmt(r['overhead_ms'], 1)} ({fmt(r['pause_check_ms'], 1)}, {fmt(r.get('processors_ms', 0.0), 1)}) | "
-                f"{r['tokens']:.0f} | {r.get('same_output', r['n'])}/{r['n']} | {r['loadavg']:.1f} |"
+                f"{r['tokens']:.0f} | {r.get('drafted', 0):.0f} ({r.get('draft_kept', 0):.0f}) | "
+                f"{r.get('same_output', r['n'])}/{r['n']} | {r['loadavg']:.1f} |"
             )
     except FileNotFoundError:
         pass

@@ -13,7 +13,7 @@ import torch
 pytest.importorskip("xllamacpp")
 
 from retllm_utils.chat.llamacpp import lora_gguf, merged_gguf  # noqa: E402
-from retllm_utils.chat.xllama import XLlamaGenerator, load_xllama  # noqa: E402
+from retllm_utils.chat.xllama import XLlamaGenerator, load_xllama, lookup_draft  # noqa: E402
 from retllm_utils.controller import ForceThenFree, RetLLMController  # noqa: E402
 from retllm_utils.memory import TripleMemory  # noqa: E402
 from retllm_utils.models import NgramEmbedder  # noqa: E402
@@ -211,3 +211,38 @@ def test_the_auto_engine_is_xllamacpp_on_a_cpu_and_transformers_with_cuda(smol, 
     assert loading.chat_engine("auto") == "transformers" and loading.chat_engine("xllamacpp") == "xllamacpp"
     with pytest.raises(ValueError, match="engine must be 'auto'"):
         loading.load_retllm("smollm2-135m-instruct", "smoke", "paper", engine="xllama", **kw)
+
+
+def test_lookup_draft_takes_what_followed_the_latest_earlier_occurrence():
+    ids = [5, 1, 2, 3, 9, 9, 1, 2, 3, 7, 8, 4, 1, 2, 3]
+    assert lookup_draft(ids, k=3) == [7, 8, 4]  # the latest earlier (1, 2, 3), not the first
+    assert lookup_draft(ids, k=10) == [7, 8, 4, 1, 2, 3]  # it may run into the tail itself
+    assert lookup_draft([1, 2, 3, 4], k=5) == [] and lookup_draft(ids, k=0) == []
+    assert lookup_draft([1, 2, 3, 1, 2, 3], k=2) == [1, 2]
+
+
+@pytest.mark.model
+def test_drafting_gives_the_tokens_of_one_at_a_time_decoding(base, smol):
+    """Prompt lookup changes only how many tokens one llama.cpp call evaluates: every kept token is the one greedy
+    decoding with the same processors picks (a controller turn with a forced call, copied names and the answer held
+    to the reply, and free text that repeats its prompt), and the drafts are used."""
+    _, tok = smol
+    user = "Who is employed by Pfizer? Ann Lee is employed by Pfizer. Bo Kim is employed by Pfizer."
+    prompt_ids = tok(chat_prompt(tok, user), add_special_tokens=False)["input_ids"]
+    call = tok(chat_prompt(tok, user) + "[MEM_READ{>>employed by>>Pfizer}:", add_special_tokens=False)["input_ids"]
+    mem = TripleMemory(embedder=NgramEmbedder(), index="flat")
+    mem.write_many([("Ann Lee", "employed by", "Pfizer"), ("Bo Kim", "employed by", "Pfizer")])
+    out = {}
+    for draft in (0, 16):
+        force = ForceThenFree(len(prompt_ids), call[len(prompt_ids) :])
+        base.n_tokens = 0
+        gen = XLlamaGenerator(base, tok, max_new_tokens=40, logits_processor=[force], draft=draft)
+        ctl = RetLLMController(gen, mem, lambda u: chat_prompt(tok, u), copy_names=True, answer_form=fact_sentence)
+        turn = ctl.chat(user)
+        echo = XLlamaGenerator(base, tok, max_new_tokens=40, draft=draft)(chat_prompt(tok, "Say it twice: " + user))
+        out[draft] = (turn.model_text, turn.answer, echo[0])
+        if draft:
+            assert gen.accepted > 0  # the reply's names and the repeated sentence were drafted and kept
+    assert out[16] == out[0]
+    with pytest.raises(ValueError, match="draft must be an int from 0 to 63"):
+        XLlamaGenerator(base, tok, draft=64)

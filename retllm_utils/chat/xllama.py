@@ -4,8 +4,14 @@ AVX2), so no compiler is needed, unlike llama-cpp-python, which PyPI has only as
 Why ctypes: xllamacpp's Python API is a server (JSON completions) with no per-token logits, but its extension module
 `xllamacpp.abi3.so` exports llama.cpp's C API. This module declares the few functions and the three structs that
 `LlamaCppGenerator` needs (load the shipped GGUF or a merged one, apply a GGUF LoRA, decode with the KV cache kept,
-read the last token's logits) and wraps them in `XLlama`, which has the part of llama_cpp.Llama's interface the
-generator uses.
+read the last token's logits, or every token's of a batch) and wraps them in `XLlama`, which has the part of
+llama_cpp.Llama's interface the generator uses.
+
+`XLlamaGenerator` drafts (prompt lookup): when the last three tokens occurred earlier in the context, the tokens that
+followed them there are evaluated in one batch with the new token and kept while each is the token greedy decoding
+(with the same processors) picks anyway; the first that is not, and everything after it, leave the cache. So the
+output is token for token that of one-at-a-time decoding, and a write call the model repeats, or a name it copies
+from the prompt, costs one batch instead of a token each.
 The struct layouts are those of the llama.h in xllamacpp 2026.10.11549's source distribution, so that version is
 pinned and checked before the library is opened: another version's structs may differ and would crash or misread.
 """
@@ -18,7 +24,7 @@ import importlib.metadata
 import importlib.util
 import os
 from pathlib import Path
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 import torch
@@ -26,7 +32,11 @@ import torch
 from ..models import gguf_path
 from .llamacpp import LlamaCppGenerator
 
-__all__ = ["XLLAMACPP_VERSION", "XLlama", "XLlamaGenerator", "available", "load_xllama"]
+if TYPE_CHECKING:
+    from ..controller import Pause
+    from .copying import AllowedTerms
+
+__all__ = ["XLLAMACPP_VERSION", "XLlama", "XLlamaGenerator", "available", "load_xllama", "lookup_draft"]
 
 XLLAMACPP_VERSION = "2026.10.11549"  # the llama.h the structs below copy
 
@@ -163,6 +173,7 @@ class XLlama:
         n_ctx: int = 2048,
         lora_scale: float = 1.0,
         verbose: bool = False,
+        max_outputs: int = 64,
     ):
         self._lib = lib = _lib()
         lib.llama_log_set(None if verbose else _quiet, None)  # NULL: llama.cpp's own log to stderr
@@ -174,12 +185,14 @@ class XLlama:
             raise RuntimeError(f"llama.cpp could not load {model_path}")
         cp = lib.llama_context_default_params()
         cp.n_ctx, cp.n_batch = n_ctx, min(n_ctx, cp.n_batch)
+        # `eval_rows` reads up to max_outputs tokens' logits from one batch (the default context keeps one per batch)
+        cp.n_outputs_max, cp.n_outputs_max_per_seq = max_outputs, 0
         cp.n_threads = cp.n_threads_batch = n_threads
         cp.no_perf = True
         self.ctx = lib.llama_init_from_model(self.model, cp)
         if not self.ctx:
             raise RuntimeError(f"llama.cpp could not create a context of {n_ctx} tokens")
-        self.n_batch = cp.n_batch
+        self.n_batch, self.max_outputs = cp.n_batch, max_outputs
         if lora_path is not None:
             adapter = lib.llama_adapter_lora_init(self.model, str(lora_path).encode())  # freed with the model
             if not adapter:
@@ -208,6 +221,31 @@ class XLlama:
                 raise RuntimeError(f"llama_decode returned {rc}")
             self.input_ids[self.n_tokens : self.n_tokens + len(chunk)] = chunk
             self.n_tokens += len(chunk)
+
+    def eval_rows(self, tokens: Sequence[int]) -> np.ndarray:
+        """As `eval` for at most `max_outputs` tokens in one batch, returning every token's logits (one row each)."""
+        n = len(tokens)
+        if not 0 < n <= self.max_outputs or self.n_tokens + n > len(self.input_ids):
+            raise ValueError(f"eval_rows takes 1 to {self.max_outputs} tokens within the context; got {n}")
+        self._lib.llama_memory_seq_rm(self._memory, -1, self.n_tokens, -1)
+        ints = C.c_int32 * n
+        seq0 = (C.c_int32 * 1)(0)
+        seq = (C.POINTER(C.c_int32) * n)(*[C.cast(seq0, C.POINTER(C.c_int32))] * n)
+        arrays = (
+            ints(*tokens),
+            ints(*range(self.n_tokens, self.n_tokens + n)),
+            ints(*[1] * n),
+            seq,
+            (C.c_int8 * n)(*[1] * n),
+        )
+        tok, pos, n_seq, seq_ids, out = (C.cast(a, _p) for a in arrays)
+        rc = self._lib.llama_decode(self.ctx, _Batch(n, tok, None, pos, n_seq, seq_ids, out))
+        if rc:
+            raise RuntimeError(f"llama_decode returned {rc}")
+        self.input_ids[self.n_tokens : self.n_tokens + n] = tokens
+        self.n_tokens += n
+        rows = [self._lib.llama_get_logits_ith(self.ctx, i) for i in range(n)]
+        return np.stack([np.ctypeslib.as_array(r, shape=(self._n_vocab,)) for r in rows])
 
     def logits(self) -> np.ndarray:
         """The last evaluated token's logits (a copy: the next decode overwrites llama.cpp's buffer)."""
@@ -242,10 +280,66 @@ def load_xllama(
     return XLlama(model_path or gguf_path(), lora, n_threads=threads, n_ctx=n_ctx)
 
 
+def lookup_draft(ids: Sequence[int], k: int, ngram: int = 3) -> list[int]:
+    """Up to `k` tokens that followed the latest earlier occurrence of the last `ngram` of `ids` (prompt lookup)."""
+    if k <= 0 or len(ids) <= ngram:
+        return []
+    tail = list(ids[-ngram:])
+    for j in range(len(ids) - ngram - 1, -1, -1):
+        if ids[j] == tail[0] and list(ids[j : j + ngram]) == tail:
+            return list(ids[j + ngram : j + ngram + k])
+    return []
+
+
 class XLlamaGenerator(LlamaCppGenerator):
-    """`LlamaCppGenerator` on an `XLlama`: its loop, cache reuse and processors unchanged; only the logits are
-    read through this binding instead of llama_cpp's."""
+    """`LlamaCppGenerator` on an `XLlama`: the same greedy tokens, processors and cache reuse; the logits are read
+    through this binding, and tokens found earlier in the context are drafted and checked in one batch (`draft`
+    tokens at most; 0: one token at a time, `LlamaCppGenerator`'s loop)."""
+
+    def __init__(self, llm: XLlama, tokenizer: Any, *, draft: int = 16, **kw: Any):
+        super().__init__(llm, tokenizer, **kw)
+        if not (isinstance(draft, int) and 0 <= draft < llm.max_outputs):
+            raise ValueError(f"draft must be an int from 0 to {llm.max_outputs - 1} (the context's max_outputs - 1)")
+        self.draft = draft
+        self.drafted = self.accepted = 0  # tokens drafted and kept, over this generator's life (benchmarks)
 
     def _logits(self) -> torch.Tensor:
         """The last token's logits as the processors take them, a (1, vocab) tensor."""
         return torch.from_numpy(self.model.logits())[None]
+
+    @torch.no_grad()
+    def __call__(
+        self,
+        text: str | tuple[str, ...],
+        pause: Pause | None = None,
+        allowed: AllowedTerms | None = None,
+        answer: Sequence[str] | None = None,
+    ) -> tuple[str, bool]:
+        if not self.draft:
+            return super().__call__(text, pause, allowed, answer)
+        text, prompt_ids = self._prompt(text)
+        processors = self.extra + self._processors(len(prompt_ids), allowed, answer)
+        self._feed(prompt_ids)
+        llm, ids, new = self.model, list(prompt_ids), []
+        rows, drafted = [llm.logits()], []  # rows[i]: the logits after ids and drafted[:i]
+        for _ in range(self.max_new_tokens):
+            scores = torch.from_numpy(rows.pop(0))[None]
+            for p in processors:
+                scores = p(torch.tensor([ids]), scores)
+            token = int(scores.argmax())
+            new.append(token)
+            if token == self.end_id:
+                break
+            ids.append(token)
+            if pause is not None and pause(self.tokenizer.decode(new, skip_special_tokens=False)):
+                break
+            if drafted and drafted[0] == token:  # already in the cache; its logits are rows[0]
+                drafted.pop(0)
+                self.accepted += 1
+                continue
+            llm.n_tokens -= len(drafted)  # a guess that greedy decoding did not make: it leaves the cache
+            room = len(llm.input_ids) - llm.n_tokens - 1
+            drafted = lookup_draft(ids, min(self.draft, room))
+            self.drafted += len(drafted)
+            rows = list(llm.eval_rows([token, *drafted]))
+        return self._done(text, prompt_ids, new)
