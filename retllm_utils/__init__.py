@@ -56,6 +56,7 @@ Core:
 - `phrasings`: how that data set states each relation and asks each query type (the tables `generator` draws from).
 - `evaluation`: held-out API exact match, answer accuracy, zero-shot baseline (§4, Figures 3–5; notebooks 02–03).
 - `shape_report`: every metric per phrasing shape, trained or held out (notebook 03, wide build).
+- `stand_ins`: false stand-ins, a fuzzy read's stored phrase that does not mean the gold term (notebook 03).
 - `new_relations`: statements over relations held out of training, written and read back (notebook 03, wide build).
 - `config`: `RetLLMConfig`, the smoke / cpu / gpu settings of notebooks 01–03 and tools/train_accelerate.py.
 

@@ -178,3 +178,16 @@ def test_a_misspelt_name_resolved_to_the_person_the_reply_names_is_no_false_stan
     assert ev.false_substitutions([wrong], row) == ["Jullian Clarke -> Jillian Clarke"]
     other_role = {"term": "Jullian Clarke", "stored": "Julian Clarke", "role": "object", "accepted": True}
     assert ev.false_substitutions([other_role], row) == ["Jullian Clarke -> Julian Clarke"]
+
+
+def test_a_misspelt_name_in_a_no_match_question_may_resolve_to_the_stored_person_it_misspells():
+    """A no-match question about a misspelt person has an empty gold reply: the stand-in is right when it is the one
+    stored name the typo is nearest to, and false when another name is as near (the data set never builds that)."""
+    memory = [["Parisa Castillo", "founder of", "Google"], ["Enrique Oliveira", "manager of", "Google"]]
+    row = {"query": ["Parisa Caastillo", "manager of", ""], "triples": [], "memory": memory}
+    sub = {"term": "Parisa Caastillo", "stored": "Parisa Castillo", "role": "subject", "accepted": True}
+    assert ev.false_substitutions([sub], row) == []
+    other = {**sub, "stored": "Enrique Oliveira"}
+    assert ev.false_substitutions([other], row) == ["Parisa Caastillo -> Enrique Oliveira"]
+    tie = {**row, "memory": memory + [["Parisa Caastilo", "customer of", "BMW"]]}  # as near as Castillo
+    assert ev.false_substitutions([sub], tie) == ["Parisa Caastillo -> Parisa Castillo"]

@@ -36,6 +36,7 @@ from ..controller import HFGenerator, RetLLMController, neutralize
 from ..memory import TripleMemory
 from ..metrics import PRF, whole_word
 from ..prompts import chat_prompt, end_token
+from .stand_ins import false_substitutions
 from .synthetic import QUERY_TYPES, RELATIONS, answer_sentence, fact_sentence, stated_facts
 
 __all__ = [
@@ -112,18 +113,6 @@ def scene_memory(row: Mapping[str, Any], embedder: Any, index: str = "flat", **k
     memory = TripleMemory(embedder=embedder, index=index, **kw)
     memory.write_many(row["memory"])
     return memory
-
-
-_ROLE = {"subject": 0, "relation": 1, "object": 2}
-
-
-def false_substitutions(subs: Sequence[Mapping[str, Any]], row: Mapping[str, Any]) -> list[str]:
-    """Accepted stand-ins that are neither the gold query's term nor the gold reply's entity in that role (a typo)."""
-    gold = row["query"] or ["", "", ""]
-    ok = {(i, t[i]) for t in row.get("triples") or () for i in range(3)} | set(enumerate(gold))
-    return [
-        f"{s['term']} -> {s['stored']}" for s in subs if s["accepted"] and (_ROLE[s["role"]], s["stored"]) not in ok
-    ]
 
 
 def _record(

@@ -31,8 +31,8 @@ What it adds (RET-LLM is a general write-read memory, §1, §3; the paper trains
 Splits: SPLITS. `write_frac` (the train split: `train_write_frac`) and `no_match_frac` apply to the synthetic rows;
 the Re-DocRED rows are writes on top (cpu: 150 of the 1,500 train rows; with 40% of the other 1,350, 690 train rows
 are statements; test 110 of 336). Sizes on cpu (SmolLM2 tokenizer, chat template included): train 149,076 tokens
-per epoch, 99.4 per row (the paper build: 146,545, 97.7), longest 277; paraphrase 120 rows (30 writes, 6 per held-out write shape; 90 reads, 17-25 per
-held-out read shape), new_relations 57 rows, 5,054 tokens.
+per epoch, 99.4 per row (the paper build: 146,545, 97.7), longest 277; paraphrase 120 rows (30 writes, 6 per
+held-out write shape; 90 reads, 17-25 per held-out read shape), new_relations 57 rows, 5,054 tokens.
 """
 
 from __future__ import annotations
