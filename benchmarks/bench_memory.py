@@ -163,10 +163,12 @@ def drop_memory(target) -> None:
         f.unlink(missing_ok=True)
 
 
-def build_memory(path, kind: str, embedder, triples, batch: int, bulk: bool = False, hnsw_m: int = 32) -> dict:
+def build_memory(
+    path, kind: str, embedder, triples, batch: int, bulk: bool = False, hnsw_m: int = 32, work_mem: str = "1GB"
+) -> dict:
     """Write `triples` in batches into a new memory at `path`, then close it (saving the indexes); `bulk` (Postgres):
-    every batch inside one `PgTripleMemory.bulk()` load, the HNSW indexes built once at its end; `hnsw_m` (Postgres):
-    the HNSW graph's links per node."""
+    every batch inside one `PgTripleMemory.bulk()` load, the HNSW indexes built once at its end with `work_mem` as
+    maintenance_work_mem; `hnsw_m` (Postgres): the HNSW graph's links per node."""
     ents, rels = phrases_of(triples)
     emb = TimedEmbedder(embedder)
     drop_memory(path)
@@ -174,7 +176,7 @@ def build_memory(path, kind: str, embedder, triples, batch: int, bulk: bool = Fa
     load0 = loadavg()
     mem = open_memory(path, kind, emb, **({"hnsw_m": hnsw_m} if "#" in str(path) else {}))
     t0 = time.perf_counter()
-    with mem.bulk() if bulk else contextlib.nullcontext():
+    with mem.bulk(maintenance_work_mem=work_mem) if bulk else contextlib.nullcontext():
         for i in range(0, len(triples), batch):
             mem.write_many(triples[i : i + batch])
     write_s = time.perf_counter() - t0
@@ -200,6 +202,7 @@ def build_memory(path, kind: str, embedder, triples, batch: int, bulk: bool = Fa
         "batch": batch,
         "bulk": bulk,
         **({"hnsw_m": hnsw_m} if "#" in str(path) and kind == "hnsw" else {}),
+        **({"maintenance_work_mem": work_mem} if bulk else {}),
         "write_s": write_s,
         **split,
         "cache_lookup_s": emb.seconds,
@@ -228,6 +231,7 @@ def worker_build(a) -> dict:
         a.batch,
         bulk="#" in a.path and a.pg_bulk,
         hnsw_m=a.pg_hnsw_m,
+        work_mem=a.pg_work_mem,
     )
 
 
@@ -399,6 +403,8 @@ def run_worker(role: str, a, kind: str, n: int, path: Path, extra: list[str] = (
         "--pg-bulk" if a.pg_bulk else "--no-pg-bulk",
         "--pg-hnsw-m",
         str(a.pg_hnsw_m),
+        "--pg-work-mem",
+        a.pg_work_mem,
         *extra,
     ]
     if a.backend == "postgres":  # PgTripleMemory's server process inherits nothing: the client is measured alone
@@ -523,6 +529,9 @@ def main() -> None:
         help="postgres: load each memory in one bulk() transaction, HNSW indexes built once at the end (default)",
     )
     ap.add_argument("--pg-hnsw-m", type=int, default=32, help="postgres: HNSW links per node (m; the kit's default 32)")
+    ap.add_argument(
+        "--pg-work-mem", default="1GB", help="postgres: maintenance_work_mem of a bulk load's index builds (bulk()'s)"
+    )
     ap.add_argument("--pg-uri", help="postgres: your server's URI (default: a private pgserver on --dir/pgdata)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--queries", type=int, default=1000, help="exact and fuzzy lookups, each")

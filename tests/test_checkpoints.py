@@ -1,8 +1,10 @@
-"""The committed cpu checkpoints (checkpoints/memllm/cpu) are intact and are what the notebooks say they are.
+"""The committed cpu checkpoints (checkpoints/memllm/cpu, checkpoints/retllm/cpu) are intact and are what the
+notebooks say they are.
 
 They let notebooks 06 and 07 re-run without notebook 05's 90 min of training, so they must match the SHA-256 sums
 beside them, the LoRA settings of notebook 05's parameters cell, the training rows notebook 04 committed, and the
-write-model memory notebook 06 reported in results/06_table4.json. Checked on the files; nothing is loaded into a model.
+write-model memory notebook 06 reported in results/06_table4.json; RET-LLM's two adapters, notebook 02's settings and
+the data set notebook 01 builds. Checked on the files (that data set rebuilt and tokenized); no adapter is loaded.
 """
 
 from __future__ import annotations
@@ -57,6 +59,25 @@ def test_retllm_adapters_were_trained_as_notebook_02_says_on_the_wide_build(kind
     assert (config["r"], config["lora_alpha"], config["lora_dropout"]) == (cpu.lora_r, cpu.lora_alpha, cpu.lora_dropout)
     assert meta["profile"] == "cpu" and meta["epochs"] == cpu.epochs and meta["lr"] == cpu.lr
     assert meta["examples"] == cpu.n_train and meta["loss"] == ("masked" if kind == "adapter" else "whole_sequence")
+
+
+def test_retllm_adapters_were_trained_on_the_data_set_notebook_01_builds_today():
+    """The recipe's data fingerprint is that of the cpu wide build as the code makes it now: a change to the
+    generator or its config that the committed adapters never saw fails here (~15 s: build and tokenize)."""
+    from retllm_utils.models import load_model
+    from retllm_utils.prompts import retllm_example_text
+    from retllm_utils.retllm.config import RetLLMConfig
+    from retllm_utils.retllm.synthetic import make_dataset
+    from retllm_utils.training import build_sft_dataset, data_fingerprint
+
+    params = _notebook_parameters("02_finetune_retllm.ipynb")
+    config = RetLLMConfig.for_profile("cpu", phrasings=params["phrasings"], seed=params["seed"])
+    tokenizer = load_model(params["model_id"])[1]
+    train = make_dataset(config)["train"]
+    for kind, mask in (("adapter", True), ("adapter_nomask", False)):
+        ds = build_sft_dataset(tokenizer, train, retllm_example_text, config.max_length, mask=mask)
+        meta = json.loads((RCKPT / kind / "train_meta.json").read_text())
+        assert meta["data"] == data_fingerprint(ds), f"{kind} was trained on another data set"
 
 
 def _notebook_05_cpu_settings() -> dict:
