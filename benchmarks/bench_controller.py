@@ -11,7 +11,7 @@ Q4_1 GGUF in llama.cpp with the adapter converted to a GGUF LoRA, the same pause
 default variants, the llama.cpp library that `make install` brings (PyPI's prebuilt xllamacpp wheel, `chat.xllama`;
 no source tree): `xllamacpp`, the model with the adapter merged into its weights as Q8_0 (`chat.lora_gguf`), as
 notebook 09 runs it, drafting by prompt lookup (`chat.xllama.XLlamaGenerator`: tokens that followed the last three
-earlier in the context are checked in one batch; `drafted` / `draft_kept` count them), `xllamacpp, no drafting`, the
+earlier in the context are checked in one batch; `drafted` / `draft_kept` count them), `xllamacpp without drafting`, the
 same model one token per llama.cpp call, and `xllamacpp + LoRA at run time`, the shipped Q4_1 GGUF with the adapter
 converted to a GGUF LoRA (drafting too). Every variant
 gets the same turns on a fresh copy of the memory, in a fresh process (`--same-process` runs them all in one: there
@@ -106,7 +106,7 @@ class TimedMemory:
 LLAMA_CPP = "llama.cpp"  # optional: llama-cpp-python, the adapter converted to GGUF (retllm_utils.chat.llamacpp)
 XLLAMA = "xllamacpp"  # the default install's llama.cpp: PyPI's prebuilt xllamacpp wheel (retllm_utils.chat.xllama)
 XLLAMA_LORA = "xllamacpp + LoRA at run time"  # the same library on the shipped Q4_1 GGUF, the adapter not merged
-XLLAMA_ONE = "xllamacpp, no drafting"  # the merged model, one token per llama.cpp call (XLlamaGenerator draft=0)
+XLLAMA_ONE = "xllamacpp without drafting"  # the merged model, one token per llama.cpp call (XLlamaGenerator draft=0)
 CPP = (LLAMA_CPP, XLLAMA, XLLAMA_LORA, XLLAMA_ONE)  # the variants that run a GGUF and handle the adapter themselves
 VARIANTS = {  # name: (weights dtype, static KV cache + compiled decoding step)
     "fp32": ("float32", False),
