@@ -10,10 +10,10 @@ weights, and a static KV cache with the decoding step compiled by torch.compile,
 Q4_1 GGUF in llama.cpp with the adapter converted to a GGUF LoRA, the same pauses and processors; and, among the
 default variants, the llama.cpp library that `make install` brings (PyPI's prebuilt xllamacpp wheel, `chat.xllama`;
 no source tree): `xllamacpp`, the model with the adapter merged into its weights as Q8_0 (`chat.lora_gguf`), as
-notebook 09 runs it, drafting by prompt lookup (`chat.xllama.XLlamaGenerator`: tokens that followed the last three
-earlier in the context are checked in one batch; `drafted` / `draft_kept` count them), `xllamacpp without drafting`, the
-same model one token per llama.cpp call, and `xllamacpp + LoRA at run time`, the shipped Q4_1 GGUF with the adapter
-converted to a GGUF LoRA (drafting too). Every variant
+notebook 09 runs it, `xllamacpp + drafting`, the same model drafting by prompt lookup (`chat.xllama.XLlamaGenerator`
+draft=16: tokens that followed the last three earlier in the context are checked in one batch; `drafted` /
+`draft_kept` count them), and `xllamacpp + LoRA at run time`, the shipped Q4_1 GGUF with the adapter converted to a
+GGUF LoRA. Every variant
 gets the same turns on a fresh copy of the memory, in a fresh process (`--same-process` runs them all in one: there
 llama.cpp, run after the fp32 variant, measured 1.52 s per read turn where it measured 1.26 s alone);
 `same_output` counts turns whose calls and answer equal the first variant's (greedy decoding: a variant that
@@ -106,8 +106,8 @@ class TimedMemory:
 LLAMA_CPP = "llama.cpp"  # optional: llama-cpp-python, the adapter converted to GGUF (retllm_utils.chat.llamacpp)
 XLLAMA = "xllamacpp"  # the default install's llama.cpp: PyPI's prebuilt xllamacpp wheel (retllm_utils.chat.xllama)
 XLLAMA_LORA = "xllamacpp + LoRA at run time"  # the same library on the shipped Q4_1 GGUF, the adapter not merged
-XLLAMA_ONE = "xllamacpp without drafting"  # the merged model, one token per llama.cpp call (XLlamaGenerator draft=0)
-CPP = (LLAMA_CPP, XLLAMA, XLLAMA_LORA, XLLAMA_ONE)  # the variants that run a GGUF and handle the adapter themselves
+XLLAMA_DRAFT = "xllamacpp + drafting"  # the merged model, drafting by prompt lookup (XLlamaGenerator draft=16)
+CPP = (LLAMA_CPP, XLLAMA, XLLAMA_LORA, XLLAMA_DRAFT)  # the variants that run a GGUF and handle the adapter themselves
 VARIANTS = {  # name: (weights dtype, static KV cache + compiled decoding step)
     "fp32": ("float32", False),
     "bf16": ("bfloat16", False),
@@ -116,7 +116,7 @@ VARIANTS = {  # name: (weights dtype, static KV cache + compiled decoding step)
     LLAMA_CPP: ("q4_1", False),  # llama.cpp multiplies the 4-bit weights as stored
     XLLAMA: ("q8_0", False),  # the adapter merged into the weights (chat.llamacpp.merged_gguf), as notebook 09 runs
     XLLAMA_LORA: ("q4_1", False),
-    XLLAMA_ONE: ("q8_0", False),
+    XLLAMA_DRAFT: ("q8_0", False),
 }
 
 
@@ -125,9 +125,9 @@ def llama_cpp_generator(variant: str, adapter: Path, tok, src: str | None, threa
     from retllm_utils.chat.loading import cpp_generator
 
     engine = "llama.cpp" if variant == LLAMA_CPP else "xllamacpp"
-    gen = cpp_generator(engine, adapter, tok, src, threads, max_new_tokens, merged=variant in (XLLAMA, XLLAMA_ONE))
-    if variant == XLLAMA_ONE:
-        gen.draft = 0
+    gen = cpp_generator(engine, adapter, tok, src, threads, max_new_tokens, merged=variant in (XLLAMA, XLLAMA_DRAFT))
+    if variant == XLLAMA_DRAFT:
+        gen.draft = 16
     return gen
 
 

@@ -7,11 +7,12 @@ Why ctypes: xllamacpp's Python API is a server (JSON completions) with no per-to
 read the last token's logits, or every token's of a batch) and wraps them in `XLlama`, which has the part of
 llama_cpp.Llama's interface the generator uses.
 
-`XLlamaGenerator` drafts (prompt lookup): when the last three tokens occurred earlier in the context, the tokens that
-followed them there are evaluated in one batch with the new token and kept while each is the token greedy decoding
-(with the same processors) picks anyway; the first that is not, and everything after it, leave the cache. So the
-output is token for token that of one-at-a-time decoding, and a write call the model repeats, or a name it copies
-from the prompt, costs one batch instead of a token each.
+`XLlamaGenerator(draft=16)` drafts by prompt lookup (off by default): when the last three tokens occurred earlier in
+the context, the tokens that followed them there are evaluated in one batch with the new token and kept while each is
+the token greedy decoding (with the same processors) picks anyway; the first that is not, and everything after it,
+leave the cache. So the output is token for token that of one-at-a-time decoding; but on 2 CPU cores a batch of
+wrong guesses costs more than the tokens it saves (benchmarks/README.md), so the chat does not draft.
+
 The struct layouts are those of the llama.h in xllamacpp 2026.10.11549's source distribution, so that version is
 pinned and checked before the library is opened: another version's structs may differ and would crash or misread.
 """
@@ -293,10 +294,10 @@ def lookup_draft(ids: Sequence[int], k: int, ngram: int = 3) -> list[int]:
 
 class XLlamaGenerator(LlamaCppGenerator):
     """`LlamaCppGenerator` on an `XLlama`: the same greedy tokens, processors and cache reuse; the logits are read
-    through this binding, and tokens found earlier in the context are drafted and checked in one batch (`draft`
-    tokens at most; 0: one token at a time, `LlamaCppGenerator`'s loop)."""
+    through this binding. `draft` > 0: tokens found earlier in the context are drafted and checked in one batch (at
+    most `draft`); off by default, since on 2 CPU cores it made read turns slower (benchmarks/README.md)."""
 
-    def __init__(self, llm: XLlama, tokenizer: Any, *, draft: int = 16, **kw: Any):
+    def __init__(self, llm: XLlama, tokenizer: Any, *, draft: int = 0, **kw: Any):
         super().__init__(llm, tokenizer, **kw)
         if not (isinstance(draft, int) and 0 <= draft < llm.max_outputs):
             raise ValueError(f"draft must be an int from 0 to {llm.max_outputs - 1} (the context's max_outputs - 1)")
