@@ -1,7 +1,8 @@
 """The xllamacpp chat engine (`retllm_utils.chat.xllama`): a ctypes binding to the llama.cpp that PyPI's xllamacpp
 wheel ships. It loads the shipped GGUF, decodes as transformers does on the same prompt (up to Q4_1 arithmetic),
 applies a converted LoRA, keeps its KV cache across calls without changing the logits, runs the controller's turn
-through `LlamaCppGenerator`'s loop, and drafts tokens by prompt lookup without changing one. One thread, a few dozen
+through `LlamaCppGenerator`'s loop, and drafts tokens by prompt lookup without changing one on
+short turns. One thread, a few dozen
 tokens: seconds."""
 
 import json

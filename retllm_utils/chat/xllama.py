@@ -10,8 +10,9 @@ llama_cpp.Llama's interface the generator uses.
 `XLlamaGenerator(draft=16)` drafts by prompt lookup (off by default): when the last three tokens occurred earlier in
 the context, the tokens that followed them there are evaluated in one batch with the new token and kept while each is
 the token greedy decoding (with the same processors) picks anyway; the first that is not, and everything after it,
-leave the cache. So the output is token for token that of one-at-a-time decoding; but on 2 CPU cores a batch of
-wrong guesses costs more than the tokens it saves (benchmarks/README.md), so the chat does not draft.
+leave the cache. So the output is that of one-at-a-time decoding up to the rounding of a batched evaluation (the
+benchmark's turns: 19 of 20 identical); but on 2 CPU cores a batch of wrong guesses costs more than the tokens it
+saves (benchmarks/README.md), so the chat does not draft.
 
 The struct layouts are those of the llama.h in xllamacpp 2026.10.11549's source distribution, so that version is
 pinned and checked before the library is opened: another version's structs may differ and would crash or misread.
