@@ -13,9 +13,9 @@ no source tree): `xllamacpp`, the model with the adapter merged into its weights
 notebook 09 runs it, `xllamacpp + drafting`, the same model drafting by prompt lookup (`chat.xllama.XLlamaGenerator`
 draft=16: tokens that followed the last three earlier in the context are checked in one batch; `drafted` /
 `draft_kept` count them), and `xllamacpp + LoRA at run time`, the shipped Q4_1 GGUF with the adapter converted to a
-GGUF LoRA. Every variant
-gets the same turns on a fresh copy of the memory, in a fresh process (`--same-process` runs them all in one: there
-llama.cpp, run after the fp32 variant, measured 1.52 s per read turn where it measured 1.26 s alone);
+GGUF LoRA. Every variant gets the same turns on a fresh copy of the memory, in a fresh process (`--same-process`
+runs them all in one: in an earlier run, not kept, llama-cpp-python run after fp32 in one process measured 1.52 s per
+read turn against 1.26 s alone);
 `same_output` counts turns whose calls and answer equal the first variant's (greedy decoding: a variant that
 changes numerics may change a token). A TripleMemory
 (the bundled MiniLM encoder; the 100k-triple HNSW memory built by bench_memory.py if present, copied, else

@@ -82,7 +82,7 @@ def main() -> None:
                 f"{fmt(r.get('max_total_ms', float('nan')))} | {fmt(r['generation_ms'])} | "
                 f"{fmt(r['generation_ms_per_token'], 1)} | {fmt(r['memory_ms'], 1)} ({fmt(r['encoder_ms'], 1)}) | "
                 f"{fmt(r['overhead_ms'], 1)} ({fmt(r['pause_check_ms'], 1)}, {fmt(r.get('processors_ms', 0.0), 1)}) | "
-                f"{r['tokens']:.0f} | {r.get('drafted', 0):.0f} ({r.get('draft_kept', 0):.0f}) | "
+                f"{r['tokens']:.0f} | {r.get('drafted', 0):g} ({r.get('draft_kept', 0):g}) | "
                 f"{r.get('same_output', r['n'])}/{r['n']} | {r['loadavg']:.1f} |"
             )
     except FileNotFoundError:
