@@ -156,5 +156,9 @@ class LlamaCppGenerator(HFGenerator):
             ids.append(token)
             if pause is not None and pause(self.tokenizer.decode(new, skip_special_tokens=False)):
                 break
-            self.model.eval([token])
+            self._advance(ids)
         return self._done(text, prompt_ids, new)
+
+    def _advance(self, ids: list[int]) -> None:
+        """Evaluate the token just chosen (the last of `ids`), so `_logits` gives the next position's."""
+        self.model.eval(ids[-1:])

@@ -26,17 +26,13 @@ import importlib.metadata
 import importlib.util
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import Any, Sequence
 
 import numpy as np
 import torch
 
 from ..models import gguf_path
 from .llamacpp import LlamaCppGenerator
-
-if TYPE_CHECKING:
-    from ..controller import Pause
-    from .copying import AllowedTerms
 
 __all__ = ["XLLAMACPP_VERSION", "XLlama", "XLlamaGenerator", "available", "load_xllama", "lookup_draft"]
 
@@ -305,43 +301,29 @@ class XLlamaGenerator(LlamaCppGenerator):
         self.draft = draft
         self.drafted = self.accepted = 0  # tokens drafted and kept, over this generator's life (benchmarks)
 
-    def _logits(self) -> torch.Tensor:
-        """The last token's logits as the processors take them, a (1, vocab) tensor."""
-        return torch.from_numpy(self.model.logits())[None]
+    def _feed(self, prompt_ids: list[int]) -> None:
+        """The prompt as `LlamaCppGenerator` feeds it; nothing drafted yet."""
+        super()._feed(prompt_ids)
+        self._rows, self._drafted = [], []  # _rows[i]: the logits after the chosen tokens and _drafted[:i]
 
-    @torch.no_grad()
-    def __call__(
-        self,
-        text: str | tuple[str, ...],
-        pause: Pause | None = None,
-        allowed: AllowedTerms | None = None,
-        answer: Sequence[str] | None = None,
-    ) -> tuple[str, bool]:
-        if not self.draft:
-            return super().__call__(text, pause, allowed, answer)
-        text, prompt_ids = self._prompt(text)
-        processors = self.extra + self._processors(len(prompt_ids), allowed, answer)
-        self._feed(prompt_ids)
-        llm, ids, new = self.model, list(prompt_ids), []
-        rows, drafted = [llm.logits()], []  # rows[i]: the logits after ids and drafted[:i]
-        for _ in range(self.max_new_tokens):
-            scores = torch.from_numpy(rows.pop(0))[None]
-            for p in processors:
-                scores = p(torch.tensor([ids]), scores)
-            token = int(scores.argmax())
-            new.append(token)
-            if token == self.end_id:
-                break
-            ids.append(token)
-            if pause is not None and pause(self.tokenizer.decode(new, skip_special_tokens=False)):
-                break
-            if drafted and drafted[0] == token:  # already in the cache; its logits are rows[0]
-                drafted.pop(0)
-                self.accepted += 1
-                continue
-            llm.n_tokens -= len(drafted)  # a guess that greedy decoding did not make: it leaves the cache
-            room = len(llm.input_ids) - llm.n_tokens - 1
-            drafted = lookup_draft(ids, min(self.draft, room))
-            self.drafted += len(drafted)
-            rows = list(llm.eval_rows([token, *drafted]))
-        return self._done(text, prompt_ids, new)
+    def _logits(self) -> torch.Tensor:
+        """The next position's logits as the processors take them, a (1, vocab) tensor: from the last batch's rows
+        while a draft is being checked, else the last evaluated token's."""
+        return torch.from_numpy(self._rows.pop(0) if self._rows else self.model.logits())[None]
+
+    def _advance(self, ids: list[int]) -> None:
+        """Keep the chosen token if it is the next drafted one (already in the cache), else drop the rest of the
+        draft from the cache and evaluate the token with a new draft (none when `draft` is 0)."""
+        llm, token = self.model, ids[-1]
+        if self._drafted and self._drafted[0] == token:
+            self._drafted.pop(0)
+            self.accepted += 1
+            return
+        llm.n_tokens -= len(self._drafted)  # a guess that greedy decoding did not make: it leaves the cache
+        self._drafted = lookup_draft(ids, min(self.draft, len(llm.input_ids) - llm.n_tokens - 1))
+        self.drafted += len(self._drafted)
+        if self._drafted:
+            self._rows = list(llm.eval_rows([token, *self._drafted]))
+        else:
+            self._rows = []
+            llm.eval([token])
