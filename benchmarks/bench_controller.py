@@ -10,12 +10,14 @@ weights, and a static KV cache with the decoding step compiled by torch.compile,
 Q4_1 GGUF in llama.cpp with the adapter converted to a GGUF LoRA, the same pauses and processors; and, among the
 default variants, the llama.cpp library that `make install` brings (PyPI's prebuilt xllamacpp wheel, `chat.xllama`;
 no source tree): `xllamacpp`, the model with the adapter merged into its weights as Q8_0 (`chat.lora_gguf`), as
-notebook 09 runs it, `xllamacpp + drafting`, the same model drafting by prompt lookup (`chat.xllama.XLlamaGenerator`
-draft=16: tokens that followed the last three earlier in the context are checked in one batch; `drafted` /
-`draft_kept` count them), and `xllamacpp + LoRA at run time`, the shipped Q4_1 GGUF with the adapter converted to a
-GGUF LoRA. Every variant gets the same turns on a fresh copy of the memory, in a fresh process (`--same-process`
-runs them all in one: in an earlier run, not kept, llama-cpp-python run after fp32 in one process measured 1.52 s per
-read turn against 1.26 s alone);
+notebook 09 runs it, drafting by prompt lookup in what the turn has generated so far (`chat.xllama.XLlamaGenerator`
+draft=16, draft_from="output": the tokens that followed the last three earlier in the turn's output are checked in one
+batch, so a repeated write call is drafted from the first; `drafted` / `draft_kept` count them), `xllamacpp without
+drafting` (one token at a time), `xllamacpp + drafting from the context` (prompt lookup in the whole context, the
+prompt and the memory's reply included), and `xllamacpp + LoRA at run time`, the shipped Q4_1 GGUF with the adapter
+converted to a GGUF LoRA (drafting as notebook 09's engine). Every variant gets the same turns on a fresh copy of
+the memory, in a fresh process (`--same-process` runs them all in one: in an earlier run, not kept, llama-cpp-python
+run after fp32 in one process measured 1.52 s per read turn against 1.26 s alone);
 `same_output` counts turns whose calls and answer equal the first variant's (greedy decoding: a variant that
 changes numerics may change a token). A TripleMemory
 (the bundled MiniLM encoder; the 100k-triple HNSW memory built by bench_memory.py if present, copied, else
@@ -106,8 +108,10 @@ class TimedMemory:
 LLAMA_CPP = "llama.cpp"  # optional: llama-cpp-python, the adapter converted to GGUF (retllm_utils.chat.llamacpp)
 XLLAMA = "xllamacpp"  # the default install's llama.cpp: PyPI's prebuilt xllamacpp wheel (retllm_utils.chat.xllama)
 XLLAMA_LORA = "xllamacpp + LoRA at run time"  # the same library on the shipped Q4_1 GGUF, the adapter not merged
-XLLAMA_DRAFT = "xllamacpp + drafting"  # the merged model, drafting by prompt lookup (XLlamaGenerator draft=16)
-CPP = (LLAMA_CPP, XLLAMA, XLLAMA_LORA, XLLAMA_DRAFT)  # the variants that run a GGUF and handle the adapter themselves
+XLLAMA_ONE = "xllamacpp without drafting"  # the merged model, one token at a time
+XLLAMA_DRAFT = "xllamacpp + drafting from the context"  # the merged model, prompt lookup in the whole context
+DRAFTING = {XLLAMA_ONE: (0, "output"), XLLAMA_DRAFT: (16, "context")}  # (draft, draft_from) unlike notebook 09's
+CPP = (LLAMA_CPP, XLLAMA, XLLAMA_LORA, *DRAFTING)  # the variants that run a GGUF and handle the adapter themselves
 VARIANTS = {  # name: (weights dtype, static KV cache + compiled decoding step)
     "fp32": ("float32", False),
     "bf16": ("bfloat16", False),
@@ -116,6 +120,7 @@ VARIANTS = {  # name: (weights dtype, static KV cache + compiled decoding step)
     LLAMA_CPP: ("q4_1", False),  # llama.cpp multiplies the 4-bit weights as stored
     XLLAMA: ("q8_0", False),  # the adapter merged into the weights (chat.llamacpp.merged_gguf), as notebook 09 runs
     XLLAMA_LORA: ("q4_1", False),
+    XLLAMA_ONE: ("q8_0", False),
     XLLAMA_DRAFT: ("q8_0", False),
 }
 
@@ -125,9 +130,9 @@ def llama_cpp_generator(variant: str, adapter: Path, tok, src: str | None, threa
     from retllm_utils.chat.loading import cpp_generator
 
     engine = "llama.cpp" if variant == LLAMA_CPP else "xllamacpp"
-    gen = cpp_generator(engine, adapter, tok, src, threads, max_new_tokens, merged=variant in (XLLAMA, XLLAMA_DRAFT))
-    if variant == XLLAMA_DRAFT:
-        gen.draft = 16
+    gen = cpp_generator(engine, adapter, tok, src, threads, max_new_tokens, merged=variant in (XLLAMA, *DRAFTING))
+    if variant in DRAFTING:
+        gen.draft, gen.draft_from = DRAFTING[variant]
     return gen
 
 

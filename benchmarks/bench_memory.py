@@ -164,11 +164,20 @@ def drop_memory(target) -> None:
 
 
 def build_memory(
-    path, kind: str, embedder, triples, batch: int, bulk: bool = False, hnsw_m: int = 32, work_mem: str = "1GB"
+    path,
+    kind: str,
+    embedder,
+    triples,
+    batch: int,
+    bulk: bool = False,
+    hnsw_m: int = 16,
+    work_mem: str = "1GB",
+    workers: int | None = None,
 ) -> dict:
     """Write `triples` in batches into a new memory at `path`, then close it (saving the indexes); `bulk` (Postgres):
     every batch inside one `PgTripleMemory.bulk()` load, the HNSW indexes built once at its end with `work_mem` as
-    maintenance_work_mem; `hnsw_m` (Postgres): the HNSW graph's links per node."""
+    maintenance_work_mem and `workers` parallel maintenance workers (None: the server's setting); `hnsw_m`
+    (Postgres): the HNSW graph's links per node."""
     ents, rels = phrases_of(triples)
     emb = TimedEmbedder(embedder)
     drop_memory(path)
@@ -176,7 +185,7 @@ def build_memory(
     load0 = loadavg()
     mem = open_memory(path, kind, emb, **({"hnsw_m": hnsw_m} if "#" in str(path) else {}))
     t0 = time.perf_counter()
-    with mem.bulk(maintenance_work_mem=work_mem) if bulk else contextlib.nullcontext():
+    with mem.bulk(maintenance_work_mem=work_mem, workers=workers) if bulk else contextlib.nullcontext():
         for i in range(0, len(triples), batch):
             mem.write_many(triples[i : i + batch])
     write_s = time.perf_counter() - t0
@@ -202,7 +211,7 @@ def build_memory(
         "batch": batch,
         "bulk": bulk,
         **({"hnsw_m": hnsw_m} if "#" in str(path) and kind == "hnsw" else {}),
-        **({"maintenance_work_mem": work_mem} if bulk else {}),
+        **({"maintenance_work_mem": work_mem, "parallel_maintenance_workers": workers} if bulk else {}),
         "write_s": write_s,
         **split,
         "cache_lookup_s": emb.seconds,
@@ -232,6 +241,7 @@ def worker_build(a) -> dict:
         bulk="#" in a.path and a.pg_bulk,
         hnsw_m=a.pg_hnsw_m,
         work_mem=a.pg_work_mem,
+        workers=a.pg_workers,
     )
 
 
@@ -405,6 +415,7 @@ def run_worker(role: str, a, kind: str, n: int, path: Path, extra: list[str] = (
         str(a.pg_hnsw_m),
         "--pg-work-mem",
         a.pg_work_mem,
+        *(["--pg-workers", str(a.pg_workers)] if a.pg_workers is not None else []),
         *extra,
     ]
     if a.backend == "postgres":  # PgTripleMemory's server process inherits nothing: the client is measured alone
@@ -528,9 +539,15 @@ def main() -> None:
         default=True,
         help="postgres: load each memory in one bulk() transaction, HNSW indexes built once at the end (default)",
     )
-    ap.add_argument("--pg-hnsw-m", type=int, default=32, help="postgres: HNSW links per node (m; the kit's default 32)")
+    ap.add_argument("--pg-hnsw-m", type=int, default=16, help="postgres: HNSW links per node (m; the kit's default 16)")
     ap.add_argument(
         "--pg-work-mem", default="1GB", help="postgres: maintenance_work_mem of a bulk load's index builds (bulk()'s)"
+    )
+    ap.add_argument(
+        "--pg-workers",
+        type=int,
+        default=None,
+        help="postgres: parallel maintenance workers of a bulk load's index builds (default: the server's, 2)",
     )
     ap.add_argument("--pg-uri", help="postgres: your server's URI (default: a private pgserver on --dir/pgdata)")
     ap.add_argument("--seed", type=int, default=0)

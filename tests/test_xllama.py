@@ -221,30 +221,45 @@ def test_lookup_draft_takes_what_followed_the_latest_earlier_occurrence():
     assert lookup_draft(ids, k=10) == [7, 8, 4, 1, 2, 3]  # it may run into the tail itself
     assert lookup_draft([1, 2, 3, 4], k=5) == [] and lookup_draft(ids, k=0) == []
     assert lookup_draft([1, 2, 3, 1, 2, 3], k=2) == [1, 2]
+    assert lookup_draft(ids, k=3, start=7) == [] and lookup_draft(ids, k=3, start=6) == [7, 8, 4]  # only from `start`
 
 
 @pytest.mark.model
 def test_drafting_gives_the_tokens_of_one_at_a_time_decoding(base, smol):
     """Prompt lookup changes only how many tokens one llama.cpp call evaluates: every kept token is the one greedy
     decoding with the same processors picks (a controller turn with a forced call, copied names and the answer held
-    to the reply, and free text that repeats its prompt), and the drafts are used."""
+    to the reply, and free text that repeats its prompt), and the drafts are used, looked up in the whole context or
+    only in the call's own output."""
     _, tok = smol
     user = "Who is employed by Pfizer? Ann Lee is employed by Pfizer. Bo Kim is employed by Pfizer."
     prompt_ids = tok(chat_prompt(tok, user), add_special_tokens=False)["input_ids"]
     call = tok(chat_prompt(tok, user) + "[MEM_READ{>>employed by>>Pfizer}:", add_special_tokens=False)["input_ids"]
+    write = "[MEM_WRITE{Ann Lee>>employed by>>Pfizer}]"
+    twice = tok(chat_prompt(tok, user) + write * 2, add_special_tokens=False)["input_ids"]  # a write call repeated
     mem = TripleMemory(embedder=NgramEmbedder(), index="flat")
     mem.write_many([("Ann Lee", "employed by", "Pfizer"), ("Bo Kim", "employed by", "Pfizer")])
     out = {}
-    for draft in (0, 16):
+    for draft, source in ((0, "context"), (16, "context"), (16, "output")):
         force = ForceThenFree(len(prompt_ids), call[len(prompt_ids) :])
         base.n_tokens = 0
-        gen = XLlamaGenerator(base, tok, max_new_tokens=40, logits_processor=[force], draft=draft)
+        gen = XLlamaGenerator(base, tok, max_new_tokens=40, logits_processor=[force], draft=draft, draft_from=source)
         ctl = RetLLMController(gen, mem, lambda u: chat_prompt(tok, u), copy_names=True, answer_form=fact_sentence)
         turn = ctl.chat(user)
-        echo = XLlamaGenerator(base, tok, max_new_tokens=40, draft=draft)(chat_prompt(tok, "Say it twice: " + user))
-        out[draft] = (turn.model_text, turn.answer, echo[0])
-        if draft:
-            assert gen.accepted > 0  # the reply's names and the repeated sentence were drafted and kept
-    assert out[16] == out[0]
+        echo = XLlamaGenerator(base, tok, max_new_tokens=40, draft=draft, draft_from=source)
+        rep = ForceThenFree(len(prompt_ids), twice[len(prompt_ids) :])
+        again = XLlamaGenerator(base, tok, max_new_tokens=40, logits_processor=[rep], draft=draft, draft_from=source)
+        out[draft, source] = (
+            turn.model_text,
+            turn.answer,
+            echo(chat_prompt(tok, "Say it twice: " + user))[0],
+            again(chat_prompt(tok, user))[0],
+        )
+        if source == "context" and draft:
+            assert gen.accepted > 0  # the reply's names, found in the context, drafted and kept
+        if source == "output":
+            assert again.accepted >= 10 and gen.drafted == 0  # the repeated call drafted from the first; no reply
+    assert out[16, "context"] == out[16, "output"] == out[0, "context"]
     with pytest.raises(ValueError, match="draft must be an int from 0 to 63"):
         XLlamaGenerator(base, tok, draft=64)
+    with pytest.raises(ValueError, match="draft_from must be one of"):
+        XLlamaGenerator(base, tok, draft=4, draft_from="prompt")

@@ -53,11 +53,14 @@ def cpp_generator(
     max_new_tokens: int,
     *,
     merged: bool = True,
+    draft: int = 16,
 ) -> HFGenerator:
     """A llama.cpp generator for the trained adapter. "xllamacpp" (the prebuilt library): the model with `adapter`
     merged into its weights, Q8_0 (`llamacpp.merged_gguf`; its read turns ran faster than Q4_1 with the LoRA applied
     at run time, write turns about as fast), or with `merged=False` the shipped Q4_1 GGUF with `adapter` converted to
-    a GGUF LoRA (`llamacpp.lora_gguf`), as llama-cpp-python ("llama.cpp") always runs it."""
+    a GGUF LoRA (`llamacpp.lora_gguf`), as llama-cpp-python ("llama.cpp") always runs it. xllamacpp drafts up to
+    `draft` tokens from what the turn has generated (`XLlamaGenerator(draft_from="output")`: the model repeats its
+    write calls, and a repeat is then checked in one batch); 0 decodes one token at a time."""
     from .llamacpp import LlamaCppGenerator, load_llama, lora_gguf, merged_gguf
 
     if engine == "xllamacpp":
@@ -68,7 +71,7 @@ def cpp_generator(
             if merged
             else load_xllama(lora_gguf(adapter, llama_cpp_src), threads=threads)
         )
-        return XLlamaGenerator(llm, tokenizer, max_new_tokens=max_new_tokens)
+        return XLlamaGenerator(llm, tokenizer, max_new_tokens=max_new_tokens, draft=draft, draft_from="output")
     lora = lora_gguf(adapter, llama_cpp_src)
     return LlamaCppGenerator(load_llama(lora, threads=threads), tokenizer, max_new_tokens=max_new_tokens)
 

@@ -7,12 +7,13 @@ Why ctypes: xllamacpp's Python API is a server (JSON completions) with no per-to
 read the last token's logits, or every token's of a batch) and wraps them in `XLlama`, which has the part of
 llama_cpp.Llama's interface the generator uses.
 
-`XLlamaGenerator(draft=16)` drafts by prompt lookup (off by default): when the last three tokens occurred earlier in
-the context, the tokens that followed them there are evaluated in one batch with the new token and kept while each is
-the token greedy decoding (with the same processors) picks anyway; the first that is not, and everything after it,
-leave the cache. So the output is that of one-at-a-time decoding up to the rounding of a batched evaluation (the
-benchmark's turns: 19 of 20 identical); but on 2 CPU cores a batch of wrong guesses costs more than the tokens it
-saves (benchmarks/README.md), so the chat does not draft.
+`XLlamaGenerator(draft=16)` drafts by prompt lookup: when the last three tokens occurred earlier, the tokens that
+followed them there are evaluated in one batch with the new token and kept while each is the token greedy decoding
+(with the same processors) picks anyway; the first that is not, and everything after it, leave the cache. So the
+output is that of one-at-a-time decoding up to the rounding of a batched evaluation. Looked up in the whole context,
+most drafts in read turns are wrong, and on 2 CPU cores a batch of wrong guesses costs more than the tokens it saves;
+looked up only in the turn's own output (`draft_from="output"`, as the chat runs it, `loading.cpp_generator`), it
+drafts mainly the write call the model repeats (benchmarks/README.md).
 
 The struct layouts are those of the llama.h in xllamacpp 2026.10.11549's source distribution, so that version is
 pinned and checked before the library is opened: another version's structs may differ and would crash or misread.
@@ -278,12 +279,13 @@ def load_xllama(
     return XLlama(model_path or gguf_path(), lora, n_threads=threads, n_ctx=n_ctx)
 
 
-def lookup_draft(ids: Sequence[int], k: int, ngram: int = 3) -> list[int]:
-    """Up to `k` tokens that followed the latest earlier occurrence of the last `ngram` of `ids` (prompt lookup)."""
+def lookup_draft(ids: Sequence[int], k: int, ngram: int = 3, start: int = 0) -> list[int]:
+    """Up to `k` tokens that followed the latest earlier occurrence of the last `ngram` of `ids` (prompt lookup),
+    searched from `start` on (e.g. only the text this call generated)."""
     if k <= 0 or len(ids) <= ngram:
         return []
     tail = list(ids[-ngram:])
-    for j in range(len(ids) - ngram - 1, -1, -1):
+    for j in range(len(ids) - ngram - 1, max(start, 0) - 1, -1):
         if ids[j] == tail[0] and list(ids[j : j + ngram]) == tail:
             return list(ids[j + ngram : j + ngram + k])
     return []
@@ -292,19 +294,25 @@ def lookup_draft(ids: Sequence[int], k: int, ngram: int = 3) -> list[int]:
 class XLlamaGenerator(LlamaCppGenerator):
     """`LlamaCppGenerator` on an `XLlama`: the same greedy tokens, processors and cache reuse; the logits are read
     through this binding. `draft` > 0: tokens found earlier in the context are drafted and checked in one batch (at
-    most `draft`); off by default, since on 2 CPU cores it made read turns slower (benchmarks/README.md)."""
+    most `draft`); `draft_from="output"` looks only in what this call has generated so far (a write call repeated, a
+    name said twice), where prompt lookup over the whole context mostly guesses wrong in read turns."""
 
-    def __init__(self, llm: XLlama, tokenizer: Any, *, draft: int = 0, **kw: Any):
+    DRAFT_FROM = ("context", "output")
+
+    def __init__(self, llm: XLlama, tokenizer: Any, *, draft: int = 0, draft_from: str = "context", **kw: Any):
         super().__init__(llm, tokenizer, **kw)
         if not (isinstance(draft, int) and 0 <= draft < llm.max_outputs):
             raise ValueError(f"draft must be an int from 0 to {llm.max_outputs - 1} (the context's max_outputs - 1)")
-        self.draft = draft
+        if draft_from not in self.DRAFT_FROM:
+            raise ValueError(f"draft_from must be one of {self.DRAFT_FROM}, not {draft_from!r}")
+        self.draft, self.draft_from = draft, draft_from
         self.drafted = self.accepted = 0  # tokens drafted and kept, over this generator's life (benchmarks)
 
     def _feed(self, prompt_ids: list[int]) -> None:
         """The prompt as `LlamaCppGenerator` feeds it; nothing drafted yet."""
         super()._feed(prompt_ids)
         self._rows, self._drafted = [], []  # _rows[i]: the logits after the chosen tokens and _drafted[:i]
+        self._start = len(prompt_ids) if self.draft_from == "output" else 0  # where drafts are looked up
 
     def _logits(self) -> torch.Tensor:
         """The next position's logits as the processors take them, a (1, vocab) tensor: from the last batch's rows
@@ -320,7 +328,7 @@ class XLlamaGenerator(LlamaCppGenerator):
             self.accepted += 1
             return
         llm.n_tokens -= len(self._drafted)  # a guess that greedy decoding did not make: it leaves the cache
-        self._drafted = lookup_draft(ids, min(self.draft, len(llm.input_ids) - llm.n_tokens - 1))
+        self._drafted = lookup_draft(ids, min(self.draft, len(llm.input_ids) - llm.n_tokens - 1), start=self._start)
         self.drafted += len(self._drafted)
         if self._drafted:
             self._rows = list(llm.eval_rows([token, *self._drafted]))
