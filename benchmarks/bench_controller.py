@@ -4,20 +4,20 @@
 
 Each turn runs `RetLLMController.chat` as notebook 09's chat does (names copied, answers held to the reply's facts)
 with `HFGenerator` on SmolLM2-135M on CPU, once per decoding variant (`models.for_chat`): the LoRA adapter merged in
-fp32 with transformers' default (dynamic) KV cache — the path every notebook uses, and the "before" —, bf16
-weights, and a static KV cache with the decoding step compiled by torch.compile, in fp32 and bf16; and, on request
-(`--variants llama.cpp --llama-cpp-src DIR`, llama-cpp-python installed), `llamacpp.LlamaCppGenerator`: the shipped
-Q4_1 GGUF in llama.cpp with the adapter converted to a GGUF LoRA, the same pauses and processors; and, among the
-default variants, the llama.cpp library that `make install` brings (PyPI's prebuilt xllamacpp wheel, `chat.xllama`;
-no source tree): `xllamacpp`, the model with the adapter merged into its weights as Q8_0 (`chat.lora_gguf`), as
-notebook 09 runs it, drafting by prompt lookup in what the turn has generated so far (`chat.xllama.XLlamaGenerator`
-draft=16, draft_from="output": the tokens that followed the last three earlier in the turn's output are checked in one
-batch, so a repeated write call is drafted from the first; `drafted` / `draft_kept` count them), `xllamacpp without
-drafting` (one token at a time), `xllamacpp + drafting from the context` (prompt lookup in the whole context, the
-prompt and the memory's reply included), and `xllamacpp + LoRA at run time`, the shipped Q4_1 GGUF with the adapter
-converted to a GGUF LoRA (drafting as notebook 09's engine). Every variant gets the same turns on a fresh copy of
-the memory, in a fresh process (`--same-process` runs them all in one: in an earlier run, not kept, llama-cpp-python
-run after fp32 in one process measured 1.52 s per read turn against 1.26 s alone);
+fp32 with transformers' default (dynamic) KV cache — the path every notebook uses, and the "before" —, bf16 weights,
+and a static KV cache with the decoding step compiled by torch.compile, in fp32 and bf16; and, on request (`--variants
+llama.cpp --llama-cpp-src DIR`, llama-cpp-python installed), `llamacpp.LlamaCppGenerator`: the shipped Q4_1 GGUF in
+llama.cpp with the adapter converted to a GGUF LoRA, the same pauses and processors; and, among the default variants,
+the llama.cpp library that `make install` brings (PyPI's prebuilt xllamacpp wheel, `chat.xllama`; no source tree):
+`xllamacpp`, the model with the adapter merged into its weights as Q8_0 (`chat.lora_gguf`), as notebook 09 runs it,
+drafting by prompt lookup in what the model call has generated so far (`chat.xllama.XLlamaGenerator` draft=16,
+draft_from="output": the tokens that followed the last three earlier in that output are checked in one batch, so a
+repeated write call is drafted from the first; `drafted` / `draft_kept` count them), `xllamacpp without drafting` (one
+token at a time), `xllamacpp + drafting from the context` (prompt lookup in the whole context, the prompt and the
+memory's reply included), and `xllamacpp + LoRA at run time`, the shipped Q4_1 GGUF with the adapter converted to a
+GGUF LoRA (drafting as notebook 09's engine). Every variant gets the same turns on a fresh copy of the memory, in a
+fresh process (`--same-process` runs them all in one: in an earlier run, not kept, llama-cpp-python run after fp32 in
+one process measured 1.52 s per read turn against 1.26 s alone);
 `same_output` counts turns whose calls and answer equal the first variant's (greedy decoding: a variant that
 changes numerics may change a token). A TripleMemory
 (the bundled MiniLM encoder; the 100k-triple HNSW memory built by bench_memory.py if present, copied, else

@@ -32,9 +32,9 @@ def _shown(path: Path) -> str:
 
 
 def chat_engine(engine: str = "auto") -> str:
-    """The engine `load_retllm` runs: "auto" is xllamacpp on a machine without CUDA where its library opens (about
-    2.4x faster per generated token than transformers fp32 on 2 CPU cores: benchmarks/README.md), else transformers;
-    an unknown name is refused."""
+    """The engine `load_retllm` runs: "auto" is xllamacpp on a machine without CUDA where its library opens (6-7x
+    faster per generated token than transformers fp32 on a 2-core AMD EPYC, about 3x on an Intel Xeon:
+    benchmarks/README.md), else transformers; an unknown name is refused."""
     if engine not in ("auto", "transformers", "xllamacpp", "llama.cpp"):
         raise ValueError(f"engine must be 'auto', 'transformers', 'xllamacpp' or 'llama.cpp'; got {engine!r}")
     if engine != "auto":
@@ -56,11 +56,11 @@ def cpp_generator(
     draft: int = 16,
 ) -> HFGenerator:
     """A llama.cpp generator for the trained adapter. "xllamacpp" (the prebuilt library): the model with `adapter`
-    merged into its weights, Q8_0 (`llamacpp.merged_gguf`; its read turns ran faster than Q4_1 with the LoRA applied
-    at run time, write turns about as fast), or with `merged=False` the shipped Q4_1 GGUF with `adapter` converted to
+    merged into its weights, Q8_0 (`llamacpp.merged_gguf`; its write and read turns ran faster than Q4_1 with the
+    LoRA applied at run time), or with `merged=False` the shipped Q4_1 GGUF with `adapter` converted to
     a GGUF LoRA (`llamacpp.lora_gguf`), as llama-cpp-python ("llama.cpp") always runs it. xllamacpp drafts up to
-    `draft` tokens from what the turn has generated (`XLlamaGenerator(draft_from="output")`: the model repeats its
-    write calls, and a repeat is then checked in one batch); 0 decodes one token at a time."""
+    `draft` tokens from what the model call has generated (`XLlamaGenerator(draft_from="output")`: the model repeats
+    its write calls, and a repeat is then checked in one batch); 0 decodes one token at a time."""
     from .llamacpp import LlamaCppGenerator, load_llama, lora_gguf, merged_gguf
 
     if engine == "xllamacpp":

@@ -13,9 +13,9 @@ differed.
 `merge_peft_lora` instead writes the whole model with the adapter merged into its weights (W + B·A·alpha/r, per
 projection, in the same layout), stored as Q8_0: llama.cpp then runs no LoRA at decoding time. Why Q8_0 and not the
 shipped Q4_1: a LoRA's change to a weight is mostly smaller than Q4_1's rounding step, so re-rounding the merged
-weights to Q4_1 would snap most of it back to the base model; Q8_0's step is ~16x finer. On 2 cores, read turns on
-the merged Q8_0 model ran faster than on Q4_1 with the LoRA applied at run time, write turns about as fast
-(benchmarks/README.md, "Controller").
+weights to Q4_1 would snap most of it back to the base model; Q8_0's step is ~16x finer. On 2 cores, write and read
+turns on the merged Q8_0 model ran faster than on Q4_1 with the LoRA applied at run time (benchmarks/README.md,
+"Controller").
 """
 
 from __future__ import annotations
