@@ -9,7 +9,10 @@ write-row builder and tokenizer (N documents' rows x E). A line recall = a + b l
 over every point (least squares; a handful of points, so a rough guide, not a law) and solved for the kit's goal
 (recall 0.30) and the paper's MW[dev] recall (0.578, Table 4 "+ 10xAnnot.").
 
-    .venv/bin/python experiments/write_scaling.py  # -> experiments/results/write_scaling.json, figures/05_*.png
+    .venv/bin/python experiments/write_scaling.py  # -> results/05_write_scaling.json, figures/05_write_scaling.png
+
+Both outputs sit with notebook 05's (its figure and results), which points to them; the scores it reads stay in
+experiments/results/.
 """
 
 from __future__ import annotations
@@ -104,7 +107,7 @@ def main() -> None:
         "fits": fits,
         "device check": same,
     }
-    (RESULTS / "write_scaling.json").write_text(json.dumps(res, indent=1) + "\n")
+    (ROOT / "results" / "05_write_scaling.json").write_text(json.dumps(res, indent=1) + "\n")
 
     fig, axes = plt.subplots(1, 2, figsize=(9, 3.4), dpi=100)
     grid = np.logspace(math.log10(min(p["tokens"] for p in pts)) - 0.1, 7, 50)

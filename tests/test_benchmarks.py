@@ -53,13 +53,14 @@ def test_outputs_stay_in_the_benchmarks_folder():
 
 
 def test_docstrings_name_where_the_files_are_written():
-    # a script writes to benchmarks/results/ or experiments/results/, never a bare results/ (the notebooks' folder)
+    # a script writes to benchmarks/results/ or experiments/results/, never a bare results/ (the notebooks' folder),
+    # except write_scaling.py, whose summary and figure are notebook 05's (results/05_*, figures/05_*)
     for path in [*(ROOT / "benchmarks").glob("*.py"), *(ROOT / "experiments").glob("*.py")]:
         doc = ast.get_docstring(ast.parse(path.read_text())) or ""
         for arrow in [line.split("# ->", 1)[1] for line in doc.splitlines() if "# ->" in line]:
-            assert "results/" not in arrow or "benchmarks/results/" in arrow or "experiments/results/" in arrow, (
-                f"{path.name}: {arrow.strip()}"
-            )
+            own = path.name == "write_scaling.py" and "results/05_write_scaling.json" in arrow
+            kit = "benchmarks/results/" in arrow or "experiments/results/" in arrow
+            assert own or kit or "results/" not in arrow, f"{path.name}: {arrow.strip()}"
 
 
 @pytest.mark.parametrize("draw", [plots.latency_vs_size, plots.recall_vs_latency])
