@@ -14,7 +14,7 @@ output is that of one-at-a-time decoding up to the rounding of a batched evaluat
 most drafts in read turns are wrong, and on 2 CPU cores a batch of wrong guesses costs more than the tokens it saves;
 looked up only in what this model call has generated (`draft_from="output"`, as the chat runs it,
 `loading.cpp_generator`), it keeps mainly the write call the model repeats; in long read answers it drafts more but
-keeps few, and such turns took 10-18% longer in the benchmark, though the median read turn did not
+keeps few, and the three slowest such turns took 9-18% longer in the benchmark, though the median read turn did not
 (benchmarks/README.md, "Controller").
 
 The struct layouts are those of the llama.h in xllamacpp 2026.10.11549's source distribution, so that version is
