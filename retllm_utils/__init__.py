@@ -58,6 +58,8 @@ Core:
 - `shape_report`: every metric per phrasing shape, trained or held out (notebook 03, wide build).
 - `stand_ins`: false stand-ins, a fuzzy read's stored phrase that does not mean the gold term (notebook 03).
 - `new_relations`: statements over relations held out of training, written and read back (notebook 03, wide build).
+- `open_relations`: simple statements over other relations, stored in the user's words, some held out
+  (experiments/open_relations.py).
 - `config`: `RetLLMConfig`, the smoke / cpu / gpu settings of notebooks 01–03 and tools/train_accelerate.py.
 
 `memllm/` — MemLLM (Modarressi et al., 2024):

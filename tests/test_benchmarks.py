@@ -79,8 +79,20 @@ def test_notebook_08s_memory_figures_draw_from_the_committed_results(draw):
 
 def test_quality_experiments_keep_their_results_beside_them():
     results = ROOT / "experiments" / "results"
-    for name in ("write_levers", "write_levers_180x2", "chat_accuracy", "chat_accuracy_llamacpp"):
+    for name in (
+        "write_levers",
+        "write_levers_180x2",
+        "chat_accuracy",
+        "chat_accuracy_llamacpp",
+        "alias_rule",
+        "open_relations",
+    ):
         json.loads((results / f"{name}.json").read_text())
-    for script in ("chat_accuracy.py", "write_levers.py"):  # they import what they need from the kit and benchmarks
+    for script in (
+        "chat_accuracy.py",
+        "write_levers.py",
+        "alias_rule.py",
+        "open_relations.py",
+    ):  # they import from the kit and benchmarks
         done = subprocess.run([sys.executable, str(ROOT / "experiments" / script), "--help"], capture_output=True)
         assert done.returncode == 0, done.stderr.decode()[-2000:]

@@ -20,7 +20,7 @@ documents and scores the test documents (held out), then `fuzzy.stress`' near mi
 from __future__ import annotations
 
 import itertools
-from typing import Any, Iterable, Mapping, NamedTuple, Sequence
+from typing import Any, Callable, Iterable, Mapping, NamedTuple, Sequence
 
 import numpy as np
 from rapidfuzz import fuzz, utils
@@ -239,10 +239,17 @@ def other_paths(
     return out
 
 
-def near_misses(embedder: Any, thresholds: Mapping[str, Any], seed: int = 0) -> dict[str, dict[str, int]]:
+def near_misses(
+    embedder: Any,
+    thresholds: Mapping[str, Any],
+    seed: int = 0,
+    accept: Callable[[str, str, float, float, str], bool] | None = None,
+) -> dict[str, dict[str, int]]:
     """`fuzzy.stress`' test set (test people, the held-out half of the companies and relation phrasings) read
     with the memory's rule, aliases on: per kind and case, pairs, right and false stand-ins (the nearest of the
-    `memory.FUZZY_CANDIDATES` nearest by cosine that `memory.stand_in_by` lets through, as `MemoryReads` does)."""
+    `memory.FUZZY_CANDIDATES` nearest by cosine that `memory.stand_in_by` lets through, as `MemoryReads` does).
+    `accept(query, stored, cosine, char, role)`, when given, decides instead of `stand_in_by`: a rule on trial
+    (experiments/alias_rule.py)."""
     from .matching import score_pairs
     from .stress import ROLE, name_pool, split_companies, split_paraphrases, stress_pairs
 
@@ -254,7 +261,10 @@ def near_misses(embedder: Any, thresholds: Mapping[str, Any], seed: int = 0) -> 
         vector, char = role_value(thresholds["fuzzy"], role), role_value(thresholds["fuzzy_char"], role)
         alias = thresholds.get("fuzzy_alias", {})
         cands = s.candidates if char > 0 else s.candidates[:1]  # as MemoryReads: without a check the nearest decides
-        pick = next((t for t, c, ch in cands if stand_in_by(s.query, t, c, ch, vector, char, alias)), None)
+        if accept is None:
+            pick = next((t for t, c, ch in cands if stand_in_by(s.query, t, c, ch, vector, char, alias)), None)
+        else:
+            pick = next((t for t, c, ch in cands if accept(s.query, t, c, ch, role)), None)
         row = out.setdefault(f"{s.kind}: {s.case}", {"pairs": 0, "right": 0, "false": 0})
         row["pairs"] += 1
         row["right"] += pick is not None and pick == s.gold

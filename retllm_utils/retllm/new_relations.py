@@ -10,7 +10,7 @@ cosine at least its `tau_relation`, the threshold MemLLM's memory merges relatio
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -49,22 +49,28 @@ def evaluate_new_relations(
     desc: str = "new relations",
     generator: Any = None,
     prompt_fn: Any = None,
+    question_of: Callable[[Sequence[str]], str] | None = None,
+    prefill: bool = False,
 ) -> pd.DataFrame:
     """One record per statement: what the model wrote, whether it is the gold triple (exactly; names exact and the
-    relation matched by meaning), and the answer to the read-back question in the same memory. `generator` and
-    `prompt_fn`: another decoding path and prompt (tests use a scripted one)."""
+    relation matched by meaning; `writes_all`: every gold triple of the row written exactly), and the answer to the
+    read-back question in the same memory. `generator` and `prompt_fn`: another decoding path and prompt (tests use a
+    scripted one); `question_of`: the read-back question of the first gold triple (default `QUESTION` in Re-DocRED's
+    relation words); `prefill`: the row's `memory` facts are stored before the statement, as other facts would be."""
     gen = generator or HFGenerator(model, tokenizer, max_new_tokens=max_new_tokens)
     prompt_fn = prompt_fn or (lambda u: chat_prompt(tokenizer, u))
     out = []
     for row in tqdm(rows, desc=desc, leave=False):
         (s, r, o) = row["triples"][0]
         memory = TripleMemory(embedder=embedder, index=index)
+        if prefill and row.get("memory"):
+            memory.write_many([tuple(t) for t in row["memory"]])
         ctl = RetLLMController(gen, memory, prompt_fn, copy_names=copy_names, known_names=known_names)
         turn = ctl.chat(row["user"])
         written = [tuple(e["triple"]) for e in turn.trace if e["event"] == "write"]
         named = [t for t in written if t[0] == s and t[2] == o]
         fuzzy = any(relation_matches(embedder, [t[1] for t in named], [r] * len(named)))
-        question = QUESTION.format(relation=r, subject=s)
+        question = question_of((s, r, o)) if question_of else QUESTION.format(relation=r, subject=s)
         answer = ctl.chat(question).answer
         out.append(
             {
@@ -74,6 +80,7 @@ def evaluate_new_relations(
                 "gold": (s, r, o),
                 "written": written,
                 "write_exact": (s, r, o) in written,
+                "writes_all": all(tuple(t) in written for t in row["triples"]),
                 "write_names_relation_fuzzy": fuzzy,
                 "names_exact": bool(named),
                 "question": question,
@@ -87,6 +94,7 @@ def evaluate_new_relations(
 def summarize_new_relations(df: pd.DataFrame) -> pd.DataFrame:
     """Per relation and overall: n and the share of each score."""
     cols = ["write_exact", "names_exact", "write_names_relation_fuzzy", "answer_ok"]
+    cols += ["writes_all"] if "writes_all" in df else []
     g = df.groupby("relation")[cols]
     table = g.mean().join(g.size().rename("n"))[["n", *cols]]
     table.loc["all"] = [len(df), *df[cols].mean()]

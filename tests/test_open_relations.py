@@ -1,0 +1,104 @@
+"""Open relations: every generated row says what its call stores, no held-out relation reaches training rows, the
+same seed gives the same rows, and the read-back scoring uses the relation's own question over prefilled facts."""
+
+import re
+
+import pytest
+
+from retllm_utils.api import MemRead, MemWrite, parse_retllm
+from retllm_utils.controller import ScriptedGenerator
+from retllm_utils.models import NgramEmbedder
+from retllm_utils.retllm import open_relations as op
+from retllm_utils.retllm.answers import lookup
+from retllm_utils.retllm.new_relations import evaluate_new_relations, summarize_new_relations
+
+PEOPLE = [f"{a} {b}" for a in ("Ann", "Bo", "Cleo", "Dev", "Eli") for b in ("Park", "Moss", "Ruiz")]
+
+
+@pytest.mark.parametrize("held_out", [False, True])
+def test_each_row_parses_back_to_its_triples_and_says_them(held_out):
+    rows = op.rows(120, PEOPLE, held_out=held_out, seed=3)
+    for r in rows:
+        calls = parse_retllm(r["api"])
+        if r["kind"] == "write":
+            written = [list(t) for c in calls for t in c.triples]
+            assert all(isinstance(c, MemWrite) for c in calls) and written == r["triples"]
+            for s, rel, o in written:  # every term is the user's own words
+                assert s in r["user"] and rel in r["user"] and o in r["user"]
+        else:
+            (call,) = calls
+            assert isinstance(call, MemRead) and list(call.queries[0]) == r["query"]
+            assert lookup(r["memory"], r["query"]) == r["triples"]
+            assert r["answer"] == op.answer(r["triples"])
+    assert {r["phrasing"] for r in rows} == {"open_single", "open_two", "open_question"}
+
+
+def test_no_held_out_relation_in_a_training_row():
+    held = set(op.HELD_OUT)
+    rows = op.rows(400, PEOPLE, held_out=False, seed=0)
+    used = {t[1] for r in rows for t in r["triples"] + r["memory"]} | {r["query"][1] for r in rows if r["query"]}
+    assert used and not used & held
+    assert not any(re.search(rf"\b{re.escape(h)}\b", r["user"]) for r in rows for h in held)
+    assert {t[1] for r in op.rows(100, PEOPLE, held_out=True, seed=0) for t in r["triples"]} <= held
+    assert held <= {r.predicate for r in op.RELATIONS} and len(op.relations(False)) == len(op.RELATIONS) - len(held)
+
+
+def test_same_seed_same_rows_other_seed_other_rows():
+    assert op.rows(50, PEOPLE, held_out=True, seed=1) == op.rows(50, PEOPLE, held_out=True, seed=1)
+    assert op.rows(50, PEOPLE, held_out=True, seed=1) != op.rows(50, PEOPLE, held_out=True, seed=2)
+
+
+def test_question_names_the_subject_for_every_relation():
+    for r in op.RELATIONS:
+        assert "Ann Park" in op.question(("Ann Park", r.predicate, "x"))
+    with pytest.raises(StopIteration):
+        op.question(("Ann Park", "no such relation", "x"))
+
+
+def test_read_back_uses_the_relation_question_over_prefilled_facts():
+    row = {
+        "id": "o0",
+        "user": "Ann Park lives in Lyon and is married to Bo Moss.",
+        "triples": [["Ann Park", "lives in", "Lyon"], ["Ann Park", "is married to", "Bo Moss"]],
+        "memory": [["Cleo Ruiz", "lives in", "Porto"]],
+    }
+
+    def script(text):
+        user = re.search(r"<user>(.*)</user>", text, re.S).group(1)
+        done = text.split("<assistant>", 1)[1]
+        if user.startswith("Ann Park lives"):
+            return "[MEM_WRITE{Ann Park>>lives in>>Lyon}]"  # the second fact left out
+        if not done:
+            assert user == "Which city does Ann Park live in?"
+            return "[MEM_READ{>>lives in>>}:"
+        objects = [t.object for c in parse_retllm(done) for t in (c.results or ())]
+        return " ".join(objects) + "."
+
+    df = evaluate_new_relations(
+        None,
+        None,
+        [row],
+        NgramEmbedder(),
+        generator=ScriptedGenerator(script),
+        prompt_fn=lambda u: f"<user>{u}</user><assistant>",
+        question_of=op.question,
+        prefill=True,
+    )
+    assert df.loc[0, "write_exact"] and not df.loc[0, "writes_all"]
+    assert df.loc[0, "answer"] == "Porto Lyon."  # the prefilled fact was in memory
+    assert summarize_new_relations(df).loc["all", "writes_all"] == 0.0
+
+
+def test_the_readme_table_is_the_committed_results():
+    import importlib.util
+    import json
+
+    from retllm_utils.paths import ROOT
+
+    spec = importlib.util.spec_from_file_location(
+        "open_relations_experiment", ROOT / "experiments" / "open_relations.py"
+    )
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    result = json.loads((ROOT / "experiments" / "results" / "open_relations.json").read_text())
+    assert mod.markdown(result) in (ROOT / "experiments" / "README.md").read_text()
