@@ -11,10 +11,10 @@ notebook 02's whole-sequence adapter (cpu profile), and scores both adapters on:
 - open relations held out (`open_relations.HELD_OUT`, 8 relations, never in a training row; test-pool people):
   statements (the write call exact; each statement then read back by its relation's question in the same memory)
   and questions over a scene of facts (the read call exact, the answer naming the stored object);
-- open relations trained on (the same, other people);
-- notebook 03's test and paraphrase splits (no loss on the five people–company relations?) and Re-DocRED's
+- open relations trained on (the same, test-pool people too);
+- notebook 03's test and paraphrase splits (what the new rows cost the five people–company relations) and Re-DocRED's
   held-out relations (`new_relations`). Both adapters decode on xllamacpp with the adapter merged, as notebook 09
-  chats (fast on 2 cores; it decoded 12 of 336 test examples differently from notebook 03's fp32 transformers:
+  chats (fast on 2 cores; it decoded 12 of 336 test examples differently from transformers fp32 with the adapter merged:
   experiments/results/chat_accuracy_xllamacpp_drafting.json), so compare the two adapters here with each other,
   not with results/03_retllm.json.
 

@@ -1,11 +1,12 @@
 """Relations the model was never trained on: Re-DocRED sentences over held-out relations (`wide`'s `new_relations`
-split), each written through the controller into an empty memory and then read back with a question.
+split), each written through the controller into an empty memory (by default) and then read back with a question.
 
 A general memory should store "Betley died in Warsaw" although the five people–company relations do not include
 it. The model may name the relation in its own words ("died in" for Re-DocRED's "place of death"), so a write is
 scored twice: exactly (the gold triple), and with the names exact and the relation matched by meaning (the encoder's
-cosine at least its `tau_relation`, the threshold MemLLM's memory merges relations at). The read-back asks
-`QUESTION` with Re-DocRED's relation name in the same memory; it is right when the answer names the gold object.
+cosine at least its `tau_relation`, the threshold MemLLM's memory merges relations at). The read-back asks (by
+default) `QUESTION` with Re-DocRED's relation name in the same memory; it is right when the answer names the gold
+object.
 """
 
 from __future__ import annotations

@@ -7,8 +7,9 @@ relations too, but under Wikidata's names ("place of death"), which a model cann
 
 `RELATIONS` lists each relation once: the predicate, its subject and object kinds, and a question about the subject.
 `HELD_OUT` are never in a training row: `rows(..., held_out=True)` states and asks only those, so what they score is
-generalisation to unseen relations. Each statement is a single fact, a fact with a filler ("By the way, ..."), or two
-facts about one subject ("Ann lives in Lyon and speaks Welsh."), one `[MEM_WRITE{..}]` per fact in sentence order.
+generalisation to unseen relations. Each statement states one fact or (three in ten about a person) two facts about
+one subject ("Ann lives in Lyon and speaks Welsh."), one `[MEM_WRITE{..}]` per fact in sentence order; three messages
+in ten, statements or questions, are wrapped in a filler ("By the way, ...").
 Each question is read back from a scene of a few facts, the asked one among them (a tenth ask what is not stored).
 """
 
