@@ -131,6 +131,7 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--adapter-out", default="runs/retllm/cpu/open_relations/adapter_nomask")
     ap.add_argument("--skip-splits", action="store_true", help="leave out the test, paraphrase and Re-DocRED passes")
+    ap.add_argument("--skip-committed", action="store_true", help="score only the new adapter")
     ap.add_argument("--out", default="open_relations")
     a = ap.parse_args()
 
@@ -167,9 +168,12 @@ def main() -> None:
         "trained relations": op.rows(a.eval_n // 2, people["test"], held_out=False, seed=a.seed, split="open_test"),
     }
     adapters = {"committed (notebook 02)": run_dir("retllm", "cpu") / "adapter_nomask", "with open relations": out_dir}
+    if a.skip_committed:
+        del adapters["committed (notebook 02)"]
     result: dict[str, Any] = {
         "experiment": "open_relations",
         "decoding": "xllamacpp, adapter merged (Q8_0), names copied, answers state reply facts, lsh index",
+        "open_rows": a.open_n,
         "held_out": list(op.HELD_OUT),
         "train": {k: meta.get(k) for k in ("train_seconds", "steps", "tokens_per_epoch", "examples")},
         "passes": {},
