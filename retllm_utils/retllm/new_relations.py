@@ -21,6 +21,7 @@ from ..controller import HFGenerator, RetLLMController
 from ..memory import TripleMemory
 from ..metrics import whole_word
 from ..prompts import chat_prompt
+from .evaluation import scene_memory
 
 __all__ = ["QUESTION", "relation_matches", "evaluate_new_relations", "summarize_new_relations"]
 
@@ -63,9 +64,7 @@ def evaluate_new_relations(
     out = []
     for row in tqdm(rows, desc=desc, leave=False):
         (s, r, o) = row["triples"][0]
-        memory = TripleMemory(embedder=embedder, index=index)
-        if prefill and row.get("memory"):
-            memory.write_many([tuple(t) for t in row["memory"]])
+        memory = scene_memory(row, embedder, index) if prefill else TripleMemory(embedder=embedder, index=index)
         ctl = RetLLMController(gen, memory, prompt_fn, copy_names=copy_names, known_names=known_names)
         turn = ctl.chat(row["user"])
         written = [tuple(e["triple"]) for e in turn.trace if e["event"] == "write"]
