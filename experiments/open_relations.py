@@ -19,6 +19,10 @@ notebook 02's whole-sequence adapter (cpu profile), and scores both adapters on:
   not with results/03_retllm.json.
 
     .venv/bin/python experiments/open_relations.py            # -> experiments/results/open_relations.json
+
+`--train-seed S` trains on the same rows with another seed (LoRA initialisation and batch order); `--open-n 0` adds
+no open rows, so the recipe is notebook 02's own. `--seeds-table` prints experiments/README.md's table of both recipes
+over three training seeds (SEED_RUNS) from the saved JSONs.
 """
 
 from __future__ import annotations
@@ -123,17 +127,108 @@ def markdown(result: dict[str, Any]) -> str:
     return "\n".join(out)
 
 
+def _synthetic_statements(res: dict[str, Any], split: str) -> tuple[float, int] | None:
+    """The split's statements of the five relations written exactly, and how many there are (Re-DocRED's left out)."""
+    by = res.get(split, {}).get("writes_exact_by_phrasing") or {}
+    n = sum(v["size"] for p, v in by.items() if p != "redocred")
+    return (sum(v["sum"] for p, v in by.items() if p != "redocred"), n) if n else None
+
+
+SPREAD_ROWS = (
+    (
+        "held-out open statements: first fact exact",
+        ["held-out relations", "per_relation_write_read_back", "all", "write_exact"],
+    ),
+    (
+        "held-out open statements: read back, the answer names the object",
+        ["held-out relations", "per_relation_write_read_back", "all", "answer_ok"],
+    ),
+    ("held-out open questions: read call exact", ["held-out relations", "scores", "per_rel", "api_em"]),
+    ("held-out open questions: answer names the object", ["held-out relations", "scores", "per_rel", "answer_acc"]),
+    ("test split: calls exact", ["test", "scores", "all", "api_em"]),
+    ("test split: answers (facts)", ["test", "scores", "all", "facts_acc"]),
+    ("paraphrase split: calls exact", ["paraphrase", "scores", "all", "api_em"]),
+    ("paraphrase split: answers (facts)", ["paraphrase", "scores", "all", "facts_acc"]),
+)
+# the seeds table's columns: label -> (results file, pass); "wide": notebook 02's whole-sequence recipe on the wide
+# build alone, "+360 open": the same with --open-n 360; seed: the training seed (LoRA initialisation, batch order)
+SEED_RUNS = {
+    "wide, seed 0": ("open_relations", "committed (notebook 02)"),
+    "wide, seed 1": ("wide_seed1", "wide build only"),
+    "wide, seed 2": ("wide_seed2", "wide build only"),
+    "+360 open, seed 0": ("open_relations", "with open relations"),
+    "+360 open, seed 1": ("open_relations_seed1", "with open relations"),
+    "+360 open, seed 2": ("open_relations_seed2", "with open relations"),
+}
+
+
+def spread_markdown(runs: dict[str, tuple[dict[str, Any], str]], means: dict[str, list[str]] | None = None) -> str:
+    """A table with one column per run (label -> (result, pass name)) and, per `means` entry, the mean over its
+    columns; statements as "k/n" (a mean: k averaged)."""
+    cols, means = list(runs), means or {}
+    values: list[tuple[str, list[Any]]] = []
+    for label, path in SPREAD_ROWS:
+        row = []
+        for res, name in runs.values():
+            v: Any = res["passes"][name]
+            for k in path:
+                v = v.get(k) if isinstance(v, dict) else None
+            row.append(v)
+        values.append((label, row))
+    for split in ("test", "paraphrase"):
+        row = [_synthetic_statements(res["passes"][name], split) for res, name in runs.values()]
+        values.append((f"{split} split: statements of the five relations exact", row))
+
+    def fmt(v: Any, count: int | None = None) -> str:
+        if v is None:
+            return "–"
+        if isinstance(v, tuple):
+            return f"{v[0]:.{0 if count is None else 1}f}/{v[1]}"
+        return f"{v:.3f}"
+
+    head = cols + [f"mean, {m}" for m in means]
+    out = [f"| pass (xllamacpp) | {' | '.join(head)} |", "| --- |" + " --- |" * len(head)]
+    for label, row in values:
+        cells = [fmt(v) for v in row]
+        for members in means.values():
+            got = [row[cols.index(c)] for c in members if row[cols.index(c)] is not None]
+            if not got:
+                cells.append("–")
+            elif isinstance(got[0], tuple):
+                cells.append(fmt((sum(k for k, _ in got) / len(got), got[0][1]), count=1))
+            else:
+                cells.append(fmt(sum(got) / len(got)))
+        out.append(f"| {label} | " + " | ".join(cells) + " |")
+    return "\n".join(out)
+
+
+def seeds_table() -> str:
+    """experiments/README.md's seeds table, from the committed JSONs (SEED_RUNS)."""
+    runs = {
+        label: (json.loads((RESULTS / f"{file}.json").read_text()), name) for label, (file, name) in SEED_RUNS.items()
+    }
+    groups = {g: [c for c in runs if c.startswith(g)] for g in ("wide", "+360 open")}
+    return spread_markdown(runs, groups)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--open-n", type=int, default=360, help="open-relation training rows (half statements)")
     ap.add_argument("--eval-n", type=int, default=96, help="held-out evaluation rows (half statements)")
-    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--seed", type=int, default=0, help="the data's seed: wide build, open rows, evaluation rows")
+    ap.add_argument(
+        "--train-seed", type=int, default=None, help="LoRA initialisation and batch order (default: --seed)"
+    )
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--adapter-out", default="runs/retllm/cpu/open_relations/adapter_nomask")
     ap.add_argument("--skip-splits", action="store_true", help="leave out the test, paraphrase and Re-DocRED passes")
     ap.add_argument("--skip-committed", action="store_true", help="score only the new adapter")
     ap.add_argument("--out", default="open_relations")
+    ap.add_argument("--seeds-table", action="store_true", help="print the seeds table from the saved JSONs, and stop")
     a = ap.parse_args()
+    if a.seeds_table:
+        print(seeds_table())
+        return
 
     import torch
 
@@ -150,15 +245,22 @@ def main() -> None:
     from retllm_utils.training import build_sft_dataset, train_or_reuse
 
     torch.set_num_threads(a.threads)
-    config = RetLLMConfig.for_profile("cpu", seed=a.seed, phrasings="wide")
+    train_seed = a.seed if a.train_seed is None else a.train_seed
+    config = RetLLMConfig.for_profile("cpu", seed=train_seed, phrasings="wide")
     dd = load_synthetic("cpu", a.seed, "wide")
     people = _people(a.seed)
     open_train = op.rows(a.open_n, people["train"], held_out=False, seed=a.seed, split="train")
     _, tok = load_model()
-    rows = [dict(r) for r in dd["train"]] + open_train
+    # the wide build without any open-relation rows of its own (phrasing "open_..."), then this experiment's
+    rows = [dict(r) for r in dd["train"] if not r["phrasing"].startswith("open_")] + open_train
     train_ds = build_sft_dataset(tok, rows, retllm_example_text, config.max_length, mask=False)
     out_dir = ROOT / a.adapter_out
-    info = {"experiment": "open_relations", "open_rows": a.open_n, "wide_rows": dd["train"].num_rows}
+    info = {
+        "experiment": "open_relations",
+        "open_rows": a.open_n,
+        "wide_rows": dd["train"].num_rows,
+        "data_seed": a.seed,
+    }
     meta = train_or_reuse(out_dir, train_ds, config, model_id="smollm2-135m-instruct", tokenizer=tok, info=info).meta
     print(f"trained {meta['train_seconds'] / 60:.1f} min, {meta['steps']} steps, {meta.get('tokens_per_epoch')} tokens")
 
@@ -167,13 +269,16 @@ def main() -> None:
         "held-out relations": op.rows(a.eval_n, people["test"], held_out=True, seed=a.seed, split="open_test"),
         "trained relations": op.rows(a.eval_n // 2, people["test"], held_out=False, seed=a.seed, split="open_test"),
     }
-    adapters = {"committed (notebook 02)": run_dir("retllm", "cpu") / "adapter_nomask", "with open relations": out_dir}
+    new = "with open relations" if a.open_n else "wide build only"
+    adapters = {"committed (notebook 02)": run_dir("retllm", "cpu") / "adapter_nomask", new: out_dir}
     if a.skip_committed:
         del adapters["committed (notebook 02)"]
     result: dict[str, Any] = {
         "experiment": "open_relations",
         "decoding": "xllamacpp, adapter merged (Q8_0), names copied, answers state reply facts, lsh index",
         "open_rows": a.open_n,
+        "data_seed": a.seed,
+        "train_seed": train_seed,
         "held_out": list(op.HELD_OUT),
         "train": {k: meta.get(k) for k in ("train_seconds", "steps", "tokens_per_epoch", "examples")},
         "passes": {},

@@ -104,3 +104,4 @@ def test_the_readme_table_is_the_committed_results():
     for name in ("open_relations", "open_relations_180"):
         result = json.loads((ROOT / "experiments" / "results" / f"{name}.json").read_text())
         assert mod.markdown(result) in readme, name
+    assert mod.seeds_table() in readme  # the training-seed spread: six runs' JSONs
