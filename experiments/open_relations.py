@@ -20,9 +20,9 @@ notebook 02's whole-sequence adapter (cpu profile), and scores both adapters on:
 
     .venv/bin/python experiments/open_relations.py            # -> experiments/results/open_relations.json
 
-`--train-seed S` trains on the same rows with another seed (LoRA initialisation and batch order); `--open-n 0` adds
-no open rows, so the recipe is notebook 02's own. `--seeds-table` prints experiments/README.md's table of both recipes
-over three training seeds (SEED_RUNS) from the saved JSONs.
+`--train-seed S` trains on the same rows with another seed (LoRA initialisation, dropout and batch order);
+`--open-n 0` adds no open rows, so the recipe is notebook 02's own. `--seeds-table` prints experiments/README.md's
+table of both recipes over three training seeds (SEED_RUNS) from the saved JSONs.
 """
 
 from __future__ import annotations
@@ -151,7 +151,7 @@ SPREAD_ROWS = (
     ("paraphrase split: answers (facts)", ["paraphrase", "scores", "all", "facts_acc"]),
 )
 # the seeds table's columns: label -> (results file, pass); "wide": notebook 02's whole-sequence recipe on the wide
-# build alone, "+360 open": the same with --open-n 360; seed: the training seed (LoRA initialisation, batch order)
+# build alone, "+360 open": the same with --open-n 360; seed: the training seed (LoRA init, dropout, batch order)
 SEED_RUNS = {
     "wide, seed 0": ("open_relations", "committed (notebook 02)"),
     "wide, seed 1": ("wide_seed1", "wide build only"),
@@ -217,7 +217,7 @@ def main() -> None:
     ap.add_argument("--eval-n", type=int, default=96, help="held-out evaluation rows (half statements)")
     ap.add_argument("--seed", type=int, default=0, help="the data's seed: wide build, open rows, evaluation rows")
     ap.add_argument(
-        "--train-seed", type=int, default=None, help="LoRA initialisation and batch order (default: --seed)"
+        "--train-seed", type=int, default=None, help="LoRA initialisation, dropout and batch order (default: --seed)"
     )
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--adapter-out", default="runs/retllm/cpu/open_relations/adapter_nomask")
