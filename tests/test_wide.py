@@ -41,7 +41,16 @@ TRAINED = ("train", "validation", "test")
 
 
 def _config(seed=0, **sizes):
-    sizes = {"n_train": 600, "n_val": 100, "n_test": 240, "n_paraphrase": 240, **sizes}
+    # the open-relation rows have their own tests (below and tests/test_open_relations.py): none unless asked for
+    sizes = {
+        "n_train": 600,
+        "n_val": 100,
+        "n_test": 240,
+        "n_paraphrase": 240,
+        "open_rows": 0,
+        "n_open_test": 0,
+        **sizes,
+    }
     return RetLLMConfig.for_profile("cpu", seed=seed, phrasings="wide", **sizes)
 
 
@@ -303,9 +312,9 @@ def test_same_seed_same_bytes_and_the_paper_default(tmp_path, stmts):
 def test_every_profile_builds_wide():
     smoke = make_dataset(RetLLMConfig.for_profile("smoke", phrasings="wide"))
     assert {s: smoke[s].num_rows for s in smoke} == dict(
-        train=40, validation=10, test=20, paraphrase=8, new_relations=2
+        train=48, validation=10, test=20, paraphrase=8, new_relations=2, open_relations=4
     )
-    assert Counter(smoke["train"]["phrasing"])["redocred"] == 4  # docred_frac 0.1
+    assert Counter(smoke["train"]["phrasing"])["redocred"] == 4  # docred_frac 0.1 of the 40 wide rows
     gpu = RetLLMConfig.for_profile("gpu", phrasings="wide")  # its sizes fit the name lists (not built here: ~30 s)
     assert gpu.n_new_relations is None and gpu.docred_frac == 0.1
 
@@ -342,3 +351,22 @@ def test_train_write_frac_sets_the_training_statements_alone():
     assert synthetic_writes(more["test"]) == pytest.approx(0.25, abs=0.02)
     with pytest.raises(ValueError, match="train_write_frac"):
         _config(train_write_frac=1.5)
+
+
+def test_open_rows_join_training_only_and_the_held_out_open_relations_only_evaluation():
+    """open_rows adds rows over trained-on open relations to the train split and changes no other row; the
+    open_relations split states and asks only the held-out ones."""
+    from retllm_utils.retllm import open_relations
+
+    sizes = dict(n_train=120, n_val=20, n_test=40, n_paraphrase=16, n_new_relations=4, n_open_test=20)
+    with_open, without = (make_dataset(_config(**sizes, open_rows=n)) for n in (30, 0))
+    for split in ("validation", "test", "paraphrase", "new_relations", "open_relations"):
+        assert with_open[split].to_list() == without[split].to_list(), split
+    assert with_open["train"].to_list()[:120] == without["train"].to_list()
+    added = with_open["train"].to_list()[120:]
+    assert len(added) == 30 and all(r["phrasing"].startswith("open_") for r in added)
+    assert not {r["relation"] for r in added} & set(open_relations.HELD_OUT)
+    held = with_open["open_relations"].to_list()
+    assert len(held) == 20 and {r["relation"] for r in held} <= set(open_relations.HELD_OUT)
+    for r in held:
+        assert all(t[1] in open_relations.HELD_OUT for t in r["triples"])

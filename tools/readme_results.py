@@ -142,6 +142,26 @@ def shape_tables(res: dict) -> list[str]:
         ]
         for rel, r in nr.items():
             out.append(f"| {rel} | {r['n']:.0f} | " + " | ".join(_f(r.get(c)) for c in cols) + " |")
+    op = res.get("open_relations")
+    if op:
+        cols = ("write_exact", "writes_all", "write_names_relation_fuzzy", "answer_ok")
+        out += [
+            "",
+            "Open relations held out of training (statements in the user's words, each read back by its relation's "
+            "question in the same memory):",
+            "",
+            "| relation | n | " + " | ".join(cols) + " |",
+            "|---" * (len(cols) + 2) + "|",
+        ]
+        for rel, r in op["write_read_back"].items():
+            out.append(f"| {rel} | {r['n']:.0f} | " + " | ".join(_f(r.get(c)) for c in cols) + " |")
+        q = op["scores"].get("per_rel", {})
+        if q:
+            out += [
+                "",
+                f"Their questions ({q['n']:.0f}, each over a few stored facts): read call exact "
+                f"{_ci(q, 'api_em')}, the answer names exactly the stored objects {_ci(q, 'answer_acc')}.",
+            ]
     return out
 
 

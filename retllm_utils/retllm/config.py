@@ -4,14 +4,14 @@
 hyper-parameters (notebook 02) and the evaluation sizes (notebook 03); a notebook's parameters cell puts its values
 over the profile's (None: the profile's). smoke: CI, seconds; cpu: 2 cores, the committed outputs; gpu: paper size.
 
-cpu, wide build (notebooks 01-03's default): one epoch of the 1,500 training examples (690 statements) is 149,076
-SmolLM2 tokens (the longest 277, so `max_length` 384 cuts nothing), 188 optimizer steps of 8 examples that took 21.5
-and 17.4 min for the two adapters (notebook 02). n_test 336 is 110 statements (34 of them Re-DocRED
-sentences) and 226 questions, 37-38 of each of RET-LLM Table 1's six query types; n_paraphrase 120 is 30 statements
-(6 in each held-out statement shape) and 90 questions; ablation_n 168: notebook 03's passes beside the main one
-(free answers, the other adapter) score the first half of the (shuffled) test split. gpu: batch 32 as 8 micro-
-batches of 4 with activations recomputed, so one step of a 7B model (or of SmolLM2 on a CPU) holds 4 examples'
-activations at a time, not 32.
+cpu, wide build (notebooks 01-03's default): one epoch of the 1,860 training examples (870 statements; 360 rows are
+open-relation ones) is 175,594 SmolLM2 tokens (the longest 277, so `max_length` 384 cuts nothing), 233 optimizer
+steps of 8 examples (experiments/open_relations.py trained a whole-sequence adapter on these rows in 19.4 min).
+n_test 336 is 110 statements (34 of them Re-DocRED sentences) and 226 questions, 37-38 of each of RET-LLM Table 1's
+six query types; n_paraphrase 120 is 30 statements (6 in each held-out statement shape) and 90 questions; ablation_n
+168: notebook 03's passes beside the main one (free answers, the other adapter) score the first half of the
+(shuffled) test split. gpu: batch 32 as 8 micro-batches of 4 with activations recomputed, so one step of a 7B model
+(or of SmolLM2 on a CPU) holds 4 examples' activations at a time, not 32.
 
 phrasings="paper": RET-LLM's templates only (the committed data/retllm_synthetic/), 146,545 tokens per cpu epoch.
 """
@@ -52,6 +52,10 @@ class RetLLMConfig(TrainConfig):
     train_write_frac: float = checked(SHARE, 0.4)
     # wide: rows of the new_relations split (Re-DocRED sentences over held-out relations); None: all of them
     n_new_relations: int | None = checked(optional(COUNT, "every held-out-relation sentence"), None)
+    # wide: training rows over other relations said in the user's words (`open_relations`, the held-out ones never)
+    open_rows: int = checked(COUNT, 0)
+    # wide: rows of the open_relations split (statements and questions over the held-out open relations, half each)
+    n_open_test: int = checked(COUNT, 96)
     # notebook 02: training (`TrainConfig`: lr, epochs, batch_size, LoRA ...) and validation examples scored
     eval_n: int = checked(POSITIVE_INT, 60)
     # notebook 03: test examples, of them in the ablation passes, tokens per turn
@@ -63,7 +67,7 @@ class RetLLMConfig(TrainConfig):
 # the fields `synthetic.dataset_meta` saves as build.json: a saved data set is reused only if they match
 DATA_FIELDS = ("seed", "n_train", "n_val", "n_test", "n_paraphrase", "write_frac", "no_match_frac", "scene_size")
 # saved too when phrasings is "wide"
-WIDE_FIELDS = ("phrasings", "docred_frac", "n_new_relations", "train_write_frac")
+WIDE_FIELDS = ("phrasings", "docred_frac", "n_new_relations", "train_write_frac", "open_rows", "n_open_test")
 
 _TRAINING = dict(lr=1e-3, lora_r=16, lora_alpha=32, lora_dropout=0.05, max_length=384)
 PROFILES: dict[str, RetLLMConfig] = {
@@ -75,6 +79,8 @@ PROFILES: dict[str, RetLLMConfig] = {
         n_test=20,
         n_paraphrase=8,
         n_new_relations=2,
+        open_rows=8,
+        n_open_test=4,
         epochs=1,
         batch_size=4,
         max_steps=3,
@@ -90,6 +96,7 @@ PROFILES: dict[str, RetLLMConfig] = {
         n_val=150,
         n_test=336,
         n_paraphrase=120,
+        open_rows=360,
         epochs=1,
         batch_size=8,
         ablation_n=168,
@@ -101,6 +108,8 @@ PROFILES: dict[str, RetLLMConfig] = {
         n_val=500,
         n_test=1200,
         n_paraphrase=600,
+        open_rows=2400,
+        n_open_test=400,
         epochs=3,
         batch_size=32,
         micro_batch=4,

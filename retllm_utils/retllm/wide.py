@@ -1,9 +1,8 @@
 """The wide build of the synthetic set: many more ways of saying the five relations, and other relations too.
 
-Behind a config switch: `RetLLMConfig.phrasings = "wide"` (`synthetic.make_dataset` calls `make_rows`); the default,
-"paper", builds the committed data/retllm_synthetic byte for byte and is what notebooks 01–03 and the committed
-adapters use. The wide data is for an adapter still to be trained on it (notebook 02 with phrasings="wide"); until
-then nothing reads it by default. It is saved under runs/retllm/<profile>/data_wide, never in data/.
+Behind a config switch: `RetLLMConfig.phrasings = "wide"` (`synthetic.make_dataset` calls `make_rows`), which
+notebooks 01–03 build and train on by default; "paper", the config's own default, builds the committed
+data/retllm_synthetic byte for byte. The wide data is saved under runs/retllm/<profile>/data_wide, never in data/.
 
 What it adds (RET-LLM is a general write-read memory, §1, §3; the paper trains on one template per query type):
 
@@ -27,12 +26,16 @@ What it adds (RET-LLM is a general write-read memory, §1, §3; the paper trains
 - Re-DocRED sentences over other relations (`docred_mix`; the test split only), `docred_frac` of train / validation
   / test rows (capped by the pools: 265 / 33 / 75 sentences over 63 relations, documents split between them), and a
   new_relations split: all 57 sentences over `docred_mix.HELD_OUT_RELATIONS` (8 of the 11 occur), never trained on.
+- Relations in the user's own words (`open_relations`): `open_rows` training rows over 22 relations stored as said
+  ("Ann grew up in Lyon" -> (Ann, grew up in, Lyon)), appended to the train split, and an open_relations split
+  (`n_open_test` rows) over 8 more relations held out of every training row.
 
 Splits: SPLITS. `write_frac` (the train split: `train_write_frac`) and `no_match_frac` apply to the synthetic rows;
-the Re-DocRED rows are writes on top (cpu: 150 of the 1,500 train rows; with 40% of the other 1,350, 690 train rows
-are statements; test 110 of 336). Sizes on cpu (SmolLM2 tokenizer, chat template included): train 149,076 tokens
-per epoch, 99.4 per row (the paper build: 146,545, 97.7), longest 277; paraphrase 120 rows (30 writes, 6 per
-held-out write shape; 90 reads, 17-25 per held-out read shape), new_relations 57 rows, 5,054 tokens.
+the Re-DocRED rows are writes on top (cpu: 150 of the 1,500 wide train rows; with 40% of the other 1,350, 690 are
+statements; test 110 of 336), and the open rows come after them (cpu: 360, half statements). Sizes on cpu (SmolLM2
+tokenizer, chat template included): train 1,860 rows, 175,594 tokens per epoch, 94.4 per row (the paper build:
+146,545, 97.7), longest 277; paraphrase 120 rows (30 writes, 6 per held-out write shape; 90 reads, 17-25 per held-out
+read shape), new_relations 57 rows, 5,054 tokens; open_relations 96 rows (48 statements, 48 questions), 7,397 tokens.
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ import random
 from typing import Any, Iterator, Sequence
 
 from ..api import format_retllm_read_query, format_retllm_read_reply, format_retllm_write
+from . import open_relations
 from .answers import answer_sentence, join_names, lookup
 from .docred_mix import Statement, docred_row, load_statements, split_statements
 from .generator import draw, name_pools, read_query, scene, scene_facts, slots
@@ -50,7 +54,7 @@ from .wide_phrasings import clause_templates, gap_remnant, held_out_shapes, ques
 
 __all__ = ["SPLITS", "NOISE_SHAPES", "MULTI_SHAPES", "shape_plan", "recasable", "misspell", "make_rows"]
 
-SPLITS = ("train", "validation", "test", "paraphrase", "new_relations")
+SPLITS = ("train", "validation", "test", "paraphrase", "new_relations", "open_relations")
 NOISE_SHAPES = ("filler", "lowercase", "typo_company", "typo_name")  # said over a base shape's sentence
 MULTI_SHAPES = ("coordinated", "gapping", "relative_two", "respectively")
 _WRITE_BASES = ("template", "verb", "noun", "org_active", "passive", "possessive")
@@ -332,4 +336,11 @@ def make_rows(
     k = len(held) if c.n_new_relations is None else min(c.n_new_relations, len(held))
     chosen = random.Random(f"retllm-wide/{c.seed}/new_relations").sample(held, k)
     out["new_relations"] = [docred_row(st, "new_relations", i) for i, st in enumerate(chosen)]
+    # relations in the user's words: training rows about people from the far end of the train pool, appended (the
+    # trainer shuffles), and an evaluation split over the held-out open relations about test-pool people
+    far_end = pools["train"][::-1][:2000]
+    out["train"] += open_relations.rows(c.open_rows, far_end, held_out=False, seed=c.seed, split="train")
+    out["open_relations"] = open_relations.rows(
+        c.n_open_test, pools["test"], held_out=True, seed=c.seed, split="open_test"
+    )
     return out
