@@ -160,7 +160,7 @@ def shape_tables(res: dict) -> list[str]:
             out += [
                 "",
                 f"Their questions ({q['n']:.0f}, each over a few stored facts): read call exact "
-                f"{_ci(q, 'api_em')}, the answer names exactly the stored objects {_ci(q, 'answer_acc')}.",
+                f"{_ci(q, 'api_em')}, the answer names exactly the gold answer's names {_ci(q, 'answer_acc')}.",
             ]
     return out
 

@@ -43,8 +43,8 @@ class RetLLMConfig(TrainConfig):
     write_frac: float = checked(SHARE, 0.25)
     no_match_frac: float = checked(SHARE, 0.1)  # share of each query type's reads that find nothing
     scene_size: tuple[int, int] = checked(SCENE_SIZE, (3, 8))  # people in an example's memory
-    # "paper": the committed data set (phrasings.py's tables); "wide": many more shapes and Re-DocRED relations
-    # (wide.py), for an adapter still to be trained on it
+    # "paper": the committed data set (phrasings.py's tables); "wide": many more shapes, Re-DocRED and open
+    # relations (wide.py), notebooks 01-03's default
     phrasings: str = checked(one_of("paper", "wide"), "paper")
     docred_frac: float = checked(SHARE, 0.1)  # wide: share of train/validation/test rows that are Re-DocRED sentences
     # wide: share of statements among the train split's synthetic rows (0.25 gives the earlier build); the

@@ -31,11 +31,12 @@ What it adds (RET-LLM is a general write-read memory, §1, §3; the paper trains
   (`n_open_test` rows) over 8 more relations held out of every training row.
 
 Splits: SPLITS. `write_frac` (the train split: `train_write_frac`) and `no_match_frac` apply to the synthetic rows;
-the Re-DocRED rows are writes on top (cpu: 150 of the 1,500 wide train rows; with 40% of the other 1,350, 690 are
-statements; test 110 of 336), and the open rows come after them (cpu: 360, half statements). Sizes on cpu (SmolLM2
-tokenizer, chat template included): train 1,860 rows, 175,594 tokens per epoch, 94.4 per row (the paper build:
-146,545, 97.7), longest 277; paraphrase 120 rows (30 writes, 6 per held-out write shape; 90 reads, 17-25 per held-out
-read shape), new_relations 57 rows, 5,054 tokens; open_relations 96 rows (48 statements, 48 questions), 7,397 tokens.
+the Re-DocRED rows are writes on top (cpu: 150 of the first 1,500 train rows; with 40% of the other 1,350, 690 are
+statements, 870 with the open rows; test 110 of 336), and the open rows come after them (cpu: 360, half statements).
+Sizes on cpu (SmolLM2 tokenizer, chat template included): train 1,860 rows, 175,594 tokens per epoch, 94.4 per row
+(the paper build: 146,545, 97.7), longest 277; paraphrase 120 rows (30 writes, 6 per held-out write shape; 90 reads,
+17-25 per held-out read shape), new_relations 57 rows, 5,054 tokens; open_relations 96 rows (48 statements, 48
+questions), 7,397 tokens.
 """
 
 from __future__ import annotations
