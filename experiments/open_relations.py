@@ -1,12 +1,11 @@
 """Relations never trained on: does mixing simple statements over other relations, said in the user's words, into
-notebook 02's wide training teach RET-LLM to write and read relations it never saw? (RET-LLM §1, §3: a general
-write-read memory.)
+the wide training teach RET-LLM to write and read relations it never saw? (RET-LLM §1, §3: a general write-read
+memory.) This experiment decided that notebook 02 trains on the mix (`RetLLMConfig.open_rows`).
 
-The committed adapter (notebook 02, wide build) learnt other relations only from Re-DocRED sentences under Wikidata's
-names, and writes none of the held-out relations' statements exactly (notebook 03). This trains a second adapter
-on the same rows plus `--open-n` rows of `retllm.open_relations` (simple statements and questions over 22 relations
-whose stored name is the predicate as said: "Ann grew up in Lyon" -> (Ann, grew up in, Lyon)), the same recipe as
-notebook 02's whole-sequence adapter (cpu profile), and scores both adapters on:
+Trains an adapter on the wide build's rows without their open-relation rows plus `--open-n` rows of
+`retllm.open_relations` (simple statements and questions over 22 relations whose stored name is the predicate as
+said: "Ann grew up in Lyon" -> (Ann, grew up in, Lyon); the people of `wide.open_people`), notebook 02's
+whole-sequence recipe (cpu profile), and scores it beside `--committed` on:
 
 - open relations held out (`open_relations.HELD_OUT`, 8 relations, never in a training row; test-pool people):
   statements (the write call exact; each statement then read back by its relation's question in the same memory)
@@ -18,11 +17,12 @@ notebook 02's whole-sequence adapter (cpu profile), and scores both adapters on:
   experiments/results/chat_accuracy_xllamacpp_drafting.json), so compare the two adapters here with each other,
   not with results/03_retllm.json.
 
-    .venv/bin/python experiments/open_relations.py            # -> experiments/results/open_relations.json
-
-`--train-seed S` trains on the same rows with another seed (LoRA initialisation, dropout and batch order);
-`--open-n 0` adds no open rows, so the recipe is notebook 02's own. `--seeds-table` prints experiments/README.md's
-table of both recipes over three training seeds (SEED_RUNS) from the saved JSONs.
+`--open-n 360` at seed 0 gives exactly notebook 02's adapter now that notebook 01's build holds the open rows (the
+same rows; the weights are byte-identical). `--open-n 0` leaves the open rows out: the recipe notebook 02 trained
+before, whose adapter is the saved JSONs' pass "committed (notebook 02)" (experiments/README.md, Reproduce).
+`--train-seed S` trains on the same rows with another seed (LoRA initialisation, dropout and batch order).
+`--seeds-table` prints experiments/README.md's table of both recipes over three training seeds (SEED_RUNS) from the
+saved JSONs.
 """
 
 from __future__ import annotations
@@ -34,21 +34,6 @@ from pathlib import Path
 from typing import Any
 
 RESULTS = Path(__file__).resolve().parent / "results"
-
-
-def _people(seed: int) -> dict[str, list[str]]:
-    """Notebook 01's name pools for the wide cpu build: open training rows take train people from the far end of the
-    train pool, evaluation rows test people."""
-    from retllm_utils.paths import DATA
-    from retllm_utils.retllm.config import RetLLMConfig
-    from retllm_utils.retllm.generator import load_names, name_pools
-
-    c = RetLLMConfig.for_profile("cpu", seed=seed, phrasings="wide")
-    sizes = {"train": c.n_train, "validation": c.n_val, "test": c.n_test, "paraphrase": c.n_paraphrase}
-    pools = name_pools(
-        seed, load_names(DATA / "first_names.txt"), load_names(DATA / "last_names.txt"), sizes, c.scene_size
-    )
-    return {"train": pools["train"][::-1][:2000], "test": pools["test"]}
 
 
 def _scores(df: Any) -> dict[str, Any]:
@@ -223,6 +208,13 @@ def main() -> None:
     ap.add_argument("--adapter-out", default="runs/retllm/cpu/open_relations/adapter_nomask")
     ap.add_argument("--skip-splits", action="store_true", help="leave out the test, paraphrase and Re-DocRED passes")
     ap.add_argument("--skip-committed", action="store_true", help="score only the new adapter")
+    ap.add_argument("--train-only", action="store_true", help="train the adapter (or find it trained) and stop")
+    ap.add_argument(
+        "--committed",
+        default="runs/retllm/cpu/adapter_nomask",
+        help="the adapter scored beside the new one, saved as the pass 'committed (notebook 02)' (default: notebook "
+        "02's whole-sequence adapter; the saved JSONs' pass is the one trained before the open rows, --open-n 0)",
+    )
     ap.add_argument("--out", default="open_relations")
     ap.add_argument("--seeds-table", action="store_true", help="print the seeds table from the saved JSONs, and stop")
     a = ap.parse_args()
@@ -235,20 +227,21 @@ def main() -> None:
     from benchmarks.common import machine, save_result
     from retllm_utils.chat.loading import cpp_generator
     from retllm_utils.models import load_embedder, load_model
-    from retllm_utils.paths import ROOT, run_dir
+    from retllm_utils.paths import ROOT
     from retllm_utils.prompts import retllm_example_text
     from retllm_utils.retllm import open_relations as op
     from retllm_utils.retllm.config import RetLLMConfig
     from retllm_utils.retllm.evaluation import evaluate_retllm
     from retllm_utils.retllm.new_relations import evaluate_new_relations, summarize_new_relations
     from retllm_utils.retllm.synthetic import company_names, load_synthetic
+    from retllm_utils.retllm.wide import open_people
     from retllm_utils.training import build_sft_dataset, train_or_reuse
 
     torch.set_num_threads(a.threads)
     train_seed = a.seed if a.train_seed is None else a.train_seed
     config = RetLLMConfig.for_profile("cpu", seed=train_seed, phrasings="wide")
     dd = load_synthetic("cpu", a.seed, "wide")
-    people = _people(a.seed)
+    people = open_people(RetLLMConfig.for_profile("cpu", seed=a.seed, phrasings="wide"))  # as the build's open rows
     open_train = op.rows(a.open_n, people["train"], held_out=False, seed=a.seed, split="train")
     _, tok = load_model()
     # the wide build without any open-relation rows of its own (phrasing "open_..."), then this experiment's
@@ -263,6 +256,8 @@ def main() -> None:
     }
     meta = train_or_reuse(out_dir, train_ds, config, model_id="smollm2-135m-instruct", tokenizer=tok, info=info).meta
     print(f"trained {meta['train_seconds'] / 60:.1f} min, {meta['steps']} steps, {meta.get('tokens_per_epoch')} tokens")
+    if a.train_only:
+        return
 
     embedder = load_embedder()
     evals = {
@@ -270,7 +265,7 @@ def main() -> None:
         "trained relations": op.rows(a.eval_n // 2, people["test"], held_out=False, seed=a.seed, split="open_test"),
     }
     new = "with open relations" if a.open_n else "wide build only"
-    adapters = {"committed (notebook 02)": run_dir("retllm", "cpu") / "adapter_nomask", new: out_dir}
+    adapters = {"committed (notebook 02)": ROOT / a.committed, new: out_dir}
     if a.skip_committed:
         del adapters["committed (notebook 02)"]
     result: dict[str, Any] = {

@@ -370,3 +370,17 @@ def test_open_rows_join_training_only_and_the_held_out_open_relations_only_evalu
     assert len(held) == 20 and {r["relation"] for r in held} <= set(open_relations.HELD_OUT)
     for r in held:
         assert all(t[1] in open_relations.HELD_OUT for t in r["triples"])
+
+
+def test_open_people_give_the_builds_open_rows():
+    """experiments/open_relations.py builds its open rows from `open_people` and `open_relations.rows`: with the
+    build's count and seed they are exactly the rows the build appends, and its held-out split."""
+    from retllm_utils.retllm import open_relations
+    from retllm_utils.retllm.wide import open_people
+
+    config = _config(n_train=120, n_val=20, n_test=40, n_paraphrase=16, n_new_relations=4, n_open_test=20, open_rows=30)
+    built, people = make_dataset(config), open_people(config)
+    same_train = open_relations.rows(30, people["train"], held_out=False, seed=config.seed, split="train")
+    assert built["train"].to_list()[120:] == same_train
+    same_test = open_relations.rows(20, people["test"], held_out=True, seed=config.seed, split="open_test")
+    assert built["open_relations"].to_list() == same_test

@@ -45,15 +45,16 @@ import random
 from typing import Any, Iterator, Sequence
 
 from ..api import format_retllm_read_query, format_retllm_read_reply, format_retllm_write
+from ..paths import DATA
 from . import open_relations
 from .answers import answer_sentence, join_names, lookup
 from .docred_mix import Statement, docred_row, load_statements, split_statements
-from .generator import draw, name_pools, read_query, scene, scene_facts, slots
+from .generator import draw, load_names, name_pools, read_query, scene, scene_facts, slots
 from .phrasings import JOIN_THREE, JOIN_TWO, RELATIONS
 from .wide_lexicon import FILLERS, LEXICON, YEARS
 from .wide_phrasings import clause_templates, gap_remnant, held_out_shapes, questions, statements, training_shapes
 
-__all__ = ["SPLITS", "NOISE_SHAPES", "MULTI_SHAPES", "shape_plan", "recasable", "misspell", "make_rows"]
+__all__ = ["SPLITS", "NOISE_SHAPES", "MULTI_SHAPES", "shape_plan", "recasable", "misspell", "make_rows", "open_people"]
 
 SPLITS = ("train", "validation", "test", "paraphrase", "new_relations", "open_relations")
 NOISE_SHAPES = ("filler", "lowercase", "typo_company", "typo_name")  # said over a base shape's sentence
@@ -337,11 +338,25 @@ def make_rows(
     k = len(held) if c.n_new_relations is None else min(c.n_new_relations, len(held))
     chosen = random.Random(f"retllm-wide/{c.seed}/new_relations").sample(held, k)
     out["new_relations"] = [docred_row(st, "new_relations", i) for i, st in enumerate(chosen)]
-    # relations in the user's words: training rows about people from the far end of the train pool, appended (the
-    # trainer shuffles), and an evaluation split over the held-out open relations about test-pool people
-    far_end = pools["train"][::-1][:2000]
-    out["train"] += open_relations.rows(c.open_rows, far_end, held_out=False, seed=c.seed, split="train")
+    # relations in the user's words: training rows appended (the trainer shuffles), and an evaluation split over the
+    # held-out open relations
+    people = open_people(c, first, last)
+    out["train"] += open_relations.rows(c.open_rows, people["train"], held_out=False, seed=c.seed, split="train")
     out["open_relations"] = open_relations.rows(
-        c.n_open_test, pools["test"], held_out=True, seed=c.seed, split="open_test"
+        c.n_open_test, people["test"], held_out=True, seed=c.seed, split="open_test"
     )
     return out
+
+
+def open_people(
+    config: Any, first: Sequence[str] | None = None, last: Sequence[str] | None = None
+) -> dict[str, list[str]]:
+    """Whom the open-relation rows are about: train people from the far end of the train pool (the synthetic train rows
+    draw from its start), test people for evaluation; experiments/open_relations.py builds its variants from these.
+    `first`, `last`: the name lists (default: data/first_names.txt, data/last_names.txt)."""
+    c = config
+    first = load_names(DATA / "first_names.txt") if first is None else first
+    last = load_names(DATA / "last_names.txt") if last is None else last
+    sizes = {"train": c.n_train, "validation": c.n_val, "test": c.n_test, "paraphrase": c.n_paraphrase}
+    pools = name_pools(c.seed, first, last, sizes, c.scene_size)
+    return {"train": pools["train"][::-1][:2000], "test": pools["test"]}
