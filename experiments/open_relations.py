@@ -17,9 +17,9 @@ whole-sequence recipe (cpu profile), and scores it beside `--committed` on:
   experiments/results/chat_accuracy_xllamacpp_drafting.json), so compare the two adapters here with each other,
   not with results/03_retllm.json.
 
-`--open-n 360` at seed 0 gives exactly notebook 02's adapter now that notebook 01's build holds the open rows (the
-same rows; the weights are byte-identical). `--open-n 0` leaves the open rows out: the recipe notebook 02 trained
-before, whose adapter is the saved JSONs' pass "committed (notebook 02)" (experiments/README.md, Reproduce).
+`--open-n 360` at seed 0 gives exactly notebook 02's whole-sequence adapter now that notebook 01's build holds the
+open rows (the same rows; the weights are byte-identical). `--open-n 0` leaves the open rows out: the recipe notebook
+02 trained before, whose adapter is the saved JSONs' pass "committed (notebook 02)" (experiments/README.md, Reproduce).
 `--train-seed S` trains on the same rows with another seed (LoRA initialisation, dropout and batch order).
 `--seeds-table` prints experiments/README.md's table of both recipes over three training seeds (SEED_RUNS) from the
 saved JSONs.
@@ -135,8 +135,9 @@ SPREAD_ROWS = (
     ("paraphrase split: calls exact", ["paraphrase", "scores", "all", "api_em"]),
     ("paraphrase split: answers (facts)", ["paraphrase", "scores", "all", "facts_acc"]),
 )
-# the seeds table's columns: label -> (results file, pass); "wide": notebook 02's whole-sequence recipe on the wide
-# build alone, "+360 open": the same with --open-n 360; seed: the training seed (LoRA init, dropout, batch order)
+# the seeds table's columns: label -> (results file, pass); "wide": notebook 02's earlier whole-sequence recipe, the
+# wide build without the open rows, "+360 open": the same with --open-n 360; seed: the training seed (LoRA init,
+# dropout, batch order)
 SEED_RUNS = {
     "wide, seed 0": ("open_relations", "committed (notebook 02)"),
     "wide, seed 1": ("wide_seed1", "wide build only"),
