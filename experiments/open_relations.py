@@ -216,6 +216,11 @@ def main() -> None:
         help="the adapter scored beside the new one, saved as the pass 'committed (notebook 02)' (default: notebook "
         "02's whole-sequence adapter; the saved JSONs' pass is the one trained before the open rows, --open-n 0)",
     )
+    ap.add_argument(
+        "--more-relations",
+        action="store_true",
+        help="train on the 22 relations and `open_relations.MORE_RELATIONS` (48): does seeing more predicates help?",
+    )
     ap.add_argument("--out", default="open_relations")
     ap.add_argument("--seeds-table", action="store_true", help="print the seeds table from the saved JSONs, and stop")
     a = ap.parse_args()
@@ -243,7 +248,7 @@ def main() -> None:
     config = RetLLMConfig.for_profile("cpu", seed=train_seed, phrasings="wide")
     dd = load_synthetic("cpu", a.seed, "wide")
     people = open_people(RetLLMConfig.for_profile("cpu", seed=a.seed, phrasings="wide"))  # as the build's open rows
-    open_train = op.rows(a.open_n, people["train"], held_out=False, seed=a.seed, split="train")
+    open_train = op.rows(a.open_n, people["train"], held_out=False, seed=a.seed, split="train", more=a.more_relations)
     _, tok = load_model()
     # the wide build without any open-relation rows of its own (phrasing "open_..."), then this experiment's
     rows = [dict(r) for r in dd["train"] if not r["phrasing"].startswith("open_")] + open_train
@@ -252,6 +257,7 @@ def main() -> None:
     info = {
         "experiment": "open_relations",
         "open_rows": a.open_n,
+        "more_relations": a.more_relations,
         "wide_rows": dd["train"].num_rows,
         "data_seed": a.seed,
     }
@@ -263,7 +269,9 @@ def main() -> None:
     embedder = load_embedder()
     evals = {
         "held-out relations": op.rows(a.eval_n, people["test"], held_out=True, seed=a.seed, split="open_test"),
-        "trained relations": op.rows(a.eval_n // 2, people["test"], held_out=False, seed=a.seed, split="open_test"),
+        "trained relations": op.rows(
+            a.eval_n // 2, people["test"], held_out=False, seed=a.seed, split="open_test", more=a.more_relations
+        ),
     }
     new = "with open relations" if a.open_n else "wide build only"
     adapters = {"committed (notebook 02)": ROOT / a.committed, new: out_dir}
@@ -273,6 +281,7 @@ def main() -> None:
         "experiment": "open_relations",
         "decoding": "xllamacpp, adapter merged (Q8_0), names copied, answers state reply facts, lsh index",
         "open_rows": a.open_n,
+        "more_relations": a.more_relations,
         "data_seed": a.seed,
         "train_seed": train_seed,
         "held_out": list(op.HELD_OUT),

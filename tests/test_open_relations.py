@@ -105,3 +105,20 @@ def test_the_readme_table_is_the_committed_results():
         result = json.loads((ROOT / "experiments" / "results" / f"{name}.json").read_text())
         assert mod.markdown(result) in readme, name
     assert mod.seeds_table() in readme  # the training-seed spread: six runs' JSONs
+
+
+def test_more_relations_add_predicates_but_never_a_held_out_one():
+    held = set(op.HELD_OUT)
+    more = {r.predicate for r in op.MORE_RELATIONS}
+    assert more and not more & held and not more & {r.predicate for r in op.RELATIONS}
+    assert [r.predicate for r in op.relations(False, more=True)][-len(more) :] == [
+        r.predicate for r in op.MORE_RELATIONS
+    ]
+    rows = op.rows(400, PEOPLE, held_out=False, seed=0, more=True)
+    used = {t[1] for r in rows for t in r["triples"] + r["memory"]} | {r["query"][1] for r in rows if r["query"]}
+    assert more <= used and not used & held
+    assert not any(re.search(rf"\b{re.escape(h)}\b", r["user"]) for r in rows for h in held)
+    assert op.rows(100, PEOPLE, held_out=True, seed=0, more=True) == op.rows(100, PEOPLE, held_out=True, seed=0)
+    assert op.rows(50, PEOPLE, held_out=False, seed=0) != op.rows(50, PEOPLE, held_out=False, seed=0, more=True)
+    for r in op.MORE_RELATIONS:
+        assert "Ann Park" in op.question(("Ann Park", r.predicate, "x"))

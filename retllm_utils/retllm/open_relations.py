@@ -23,7 +23,17 @@ from ..api import format_retllm_read_query, format_retllm_read_reply, format_ret
 from .answers import NO_ANSWER, lookup
 from .wide_lexicon import FILLERS
 
-__all__ = ["OpenRelation", "RELATIONS", "HELD_OUT", "ENTITIES", "relations", "question", "answer", "rows"]
+__all__ = [
+    "OpenRelation",
+    "RELATIONS",
+    "MORE_RELATIONS",
+    "HELD_OUT",
+    "ENTITIES",
+    "relations",
+    "question",
+    "answer",
+    "rows",
+]
 
 
 @dataclass(frozen=True)
@@ -71,6 +81,36 @@ RELATIONS = (
     OpenRelation("plays for", "person", "team", "Which team does {X} play for?"),
     OpenRelation("is the mayor of", "person", "city", "Which city is {X} the mayor of?"),
 )
+# more relations to train on, added by `rows(..., more=True)` (experiments/open_relations.py --more-relations): does
+# seeing more predicates teach the held-out ones better? None is in notebook 01's build.
+MORE_RELATIONS = (
+    OpenRelation("retired to", "person", "city", "Which city did {X} retire to?"),
+    OpenRelation("commutes to", "person", "city", "Which city does {X} commute to?"),
+    OpenRelation("is visiting", "person", "city", "Which city is {X} visiting?"),
+    OpenRelation("travelled to", "person", "country", "Which country did {X} travel to?"),
+    OpenRelation("fled from", "person", "country", "Which country did {X} flee from?"),
+    OpenRelation("is the ambassador to", "person", "country", "Which country is {X} the ambassador to?"),
+    OpenRelation("is dating", "person", "person", "Who is {X} dating?"),
+    OpenRelation("is the cousin of", "person", "person", "Who is {X} the cousin of?"),
+    OpenRelation("is the father of", "person", "person", "Who is {X} the father of?"),
+    OpenRelation("hired", "person", "person", "Who did {X} hire?"),
+    OpenRelation("replaced", "person", "person", "Who did {X} replace?"),
+    OpenRelation("trusts", "person", "person", "Who does {X} trust?"),
+    OpenRelation("dropped out of", "person", "school", "Which school did {X} drop out of?"),
+    OpenRelation("lectures at", "person", "school", "Which school does {X} lecture at?"),
+    OpenRelation("applied to", "person", "school", "Which school did {X} apply to?"),
+    OpenRelation("is the director of", "person", "school", "Which school is {X} the director of?"),
+    OpenRelation("left", "person", "team", "Which team did {X} leave?"),
+    OpenRelation("scouts for", "person", "team", "Which team does {X} scout for?"),
+    OpenRelation("writes in", "person", "language", "Which language does {X} write in?"),
+    OpenRelation("translates from", "person", "language", "Which language does {X} translate from?"),
+    OpenRelation("is allergic to", "person", "food", "What is {X} allergic to?"),
+    OpenRelation("cooks", "person", "food", "What does {X} cook?"),
+    OpenRelation("is twinned with", "city", "city", "Which city is {X} twinned with?"),
+    OpenRelation("borders", "country", "country", "Which country does {X} border?"),
+    OpenRelation("trains in", "team", "city", "Which city does {X} train in?"),
+    OpenRelation("was founded in", "team", "city", "Which city was {X} founded in?"),
+)
 HELD_OUT = ("lives in", "was born in", "is a citizen of", "is married to", "is the sister of", "studied at",
             "plays for", "is the mayor of")
 
@@ -86,20 +126,22 @@ ENTITIES = {
                "the University of Otago"),
     "team": ("Leeds United", "FC Porto", "the Denver Nuggets", "Celtic", "Ajax", "the Boston Bruins", "AS Roma",
              "Benfica", "the Chicago Cubs", "Olympique Lyonnais", "the Perth Scorchers", "Rosenborg"),
+    "food": ("peanuts", "shellfish", "paella", "sushi", "pierogi", "ramen", "falafel", "goulash", "kimchi",
+             "risotto", "sesame", "lentil soup"),
     "language": ("Welsh", "Basque", "Swahili", "Tagalog", "Icelandic", "Catalan", "Yoruba", "Gaelic", "Quechua",
                  "Maltese", "Estonian", "Hindi"),
 }
 # fmt: on
 
 
-def relations(held_out: bool) -> list[OpenRelation]:
-    """The held-out relations, or those trained on."""
-    return [r for r in RELATIONS if (r.predicate in HELD_OUT) == held_out]
+def relations(held_out: bool, more: bool = False) -> list[OpenRelation]:
+    """The held-out relations, or those trained on (with `MORE_RELATIONS` after them if `more`)."""
+    return [r for r in RELATIONS if (r.predicate in HELD_OUT) == held_out] + list(MORE_RELATIONS if more else ())
 
 
 def question(triple: Sequence[str]) -> str:
     """The question that reads a fact's object back: its relation's question about its subject."""
-    return next(r.question for r in RELATIONS if r.predicate == triple[1]).format(X=triple[0])
+    return next(r.question for r in RELATIONS + MORE_RELATIONS if r.predicate == triple[1]).format(X=triple[0])
 
 
 def answer(results: Sequence[Sequence[str]]) -> str:
@@ -148,13 +190,21 @@ def _row(
 
 
 def rows(
-    n: int, people: Sequence[str], *, held_out: bool, seed: int, split: str = "train", write_frac: float = 0.5
+    n: int,
+    people: Sequence[str],
+    *,
+    held_out: bool,
+    seed: int,
+    split: str = "train",
+    write_frac: float = 0.5,
+    more: bool = False,
 ) -> list[dict[str, Any]]:
     """`n` rows (`synthetic.features`' columns) over the held-out or the trained-on relations, writes first; the same
     arguments give the same rows. Writes: shape "open_single" or "open_two" (two facts of one subject); reads:
-    "open_question" over a scene of 2-5 facts, a tenth of them asking what the scene lacks."""
+    "open_question" over a scene of 2-5 facts, a tenth of them asking what the scene lacks. `more`: the trained-on
+    relations with `MORE_RELATIONS` (not with `held_out`)."""
     rng = random.Random(f"retllm-open/{seed}/{split}/{held_out}")
-    rels, out = relations(held_out), []
+    rels, out = relations(held_out, more and not held_out), []
     person_subject = [r for r in rels if r.subject == "person"]
     n_write = round(n * write_frac)
     for i in range(n):
