@@ -64,7 +64,7 @@ from benchmarks.common import (
     size_label,
     table,
 )
-from benchmarks.workload import phrases_of, workload
+from benchmarks.workload import fuzzy_queries, phrases_of, workload
 from retllm_utils.models import unit
 
 KINDS = ["flat", "lsh", "hnsw"]
@@ -279,10 +279,29 @@ def _lookups(mem, exact, fuzzy, gt_cos, warm=50):
     }
 
 
+def _set_shared_buffers(server, size: str | None) -> None:
+    """Write the private server's shared_buffers (None: back to the default) and stop it; the next start reads it."""
+    import psycopg
+
+    with psycopg.connect(server.get_uri(), autocommit=True) as conn:
+        conn.execute(f"ALTER SYSTEM SET shared_buffers = '{size}'" if size else "ALTER SYSTEM RESET shared_buffers")
+    server.cleanup()
+
+
 def query_memory(
-    path, kind: str, embedder, exact, fuzzy, gt, sweep: bool, ef_sweep=EF_SWEEP, nbits_sweep=NBITS_SWEEP
+    path,
+    kind: str,
+    embedder,
+    exact,
+    fuzzy,
+    gt,
+    sweep: bool,
+    ef_sweep=EF_SWEEP,
+    nbits_sweep=NBITS_SWEEP,
+    warmup=(),
 ) -> dict:
-    """Reopen the memory at `path`, then time exact and fuzzy reads one at a time (and sweep, if asked)."""
+    """Reopen the memory at `path`, then time exact and fuzzy reads one at a time (and sweep, if asked). `warmup`:
+    other fuzzy queries read first, untimed, so a server's cache holds what such reads touch (a server in use)."""
     from retllm_utils.memory import TripleMemory
 
     load0 = loadavg()
@@ -291,6 +310,10 @@ def query_memory(
     mem = open_memory(path, kind, embedder)
     reopen_s = time.perf_counter() - t0
     out = {"reopen_s": reopen_s, "reopen_status": dict(mem.index_status), "open_rss_mib": rss_mib() - rss0}
+    t0 = time.perf_counter()
+    for q, _ in warmup:
+        mem.read_explained(q)
+    out["warmup"] = {"queries": len(warmup), "seconds": time.perf_counter() - t0}
     out.update(_lookups(mem, exact, fuzzy, gt))
     points = []
     if sweep and kind == "hnsw":
@@ -325,6 +348,7 @@ def worker_query(a) -> dict:
         [(tuple(x), src) for x, src in q["fuzzy"]],
         q["gt_cos"],
         a.sweep,
+        warmup=[(tuple(x), src) for x, src in q.get("warmup", [])],
     )
 
 
@@ -549,6 +573,12 @@ def main() -> None:
         default=None,
         help="postgres: parallel maintenance workers of a bulk load's index builds (default: the server's, 2)",
     )
+    ap.add_argument(
+        "--pg-shared-buffers",
+        default=None,
+        help="postgres: the private server's shared_buffers, set before the run and reset after it (e.g. 8GB; "
+        "default: the server's, 128MB)",
+    )
     ap.add_argument("--pg-uri", help="postgres: your server's URI (default: a private pgserver on --dir/pgdata)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--queries", type=int, default=1000, help="exact and fuzzy lookups, each")
@@ -556,6 +586,12 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=10_000, help="triples per write_many call")
     ap.add_argument("--sweep", action="store_true", help="also sweep HNSW efSearch and LSH nbits")
     ap.add_argument("--no-build", action="store_true", help="reuse the memories built by an earlier run")
+    ap.add_argument(
+        "--warmup",
+        type=int,
+        default=0,
+        help="fuzzy queries (another seed's) read untimed before the timed ones, to time a warm server or page cache",
+    )
     ap.add_argument("--encoder-check", type=int, default=1, help="0: skip timing the encoder itself")
     ap.add_argument("--encoder-only", action="store_true", help="only time the encoder, keep the memory results")
     ap.add_argument("--dir", type=Path, default=CACHE / "memories", help="where the memories are built")
@@ -589,7 +625,12 @@ def main() -> None:
             from retllm_utils.backends.postgres import local_server
 
             server = local_server(a.dir / "pgdata", cleanup_mode="stop")
+            if a.pg_shared_buffers:  # a server setting: takes a restart, so set it, stop, start again
+                _set_shared_buffers(server, a.pg_shared_buffers)
+                server = local_server(a.dir / "pgdata", cleanup_mode="stop")
             a.pg_uri = server.get_uri()
+        elif a.pg_shared_buffers:
+            raise SystemExit("--pg-shared-buffers sets the private server's; set your own server's yourself")
     cache = VectorCache(name)
     out_path = RESULTS / f"{a.out}.json"
     res = json.loads(out_path.read_text()) if out_path.exists() else {"runs": []}
@@ -629,11 +670,16 @@ def main() -> None:
             )
         ents, rels = phrases_of(triples)
         gt = ground_truth(cache, ents, fuzzy)
+        # warm-up queries: made like the timed ones from another seed, none of them timed (their few vectors encoded
+        # now if the cache lacks them)
+        warm = [w for w in fuzzy_queries(triples, a.warmup, a.seed + 1, set(ents)) if w not in fuzzy]
+        if cache.missing(wterms := [x for q, _ in warm for x in q if x]):
+            cache.fill(wterms, load_default_embedder(a.encoder), verbose=False)
         del triples
         qdir = Path(tempfile.mkdtemp(prefix="bench_q"))
         qfile = qdir / "q.json"
-        qfile.write_text(json.dumps({"exact": exact, "fuzzy": fuzzy, "gt_cos": gt.tolist()}))
-        terms = list(dict.fromkeys(x for q in [q for q, _ in fuzzy] + exact for x in q if x))
+        qfile.write_text(json.dumps({"exact": exact, "fuzzy": fuzzy, "gt_cos": gt.tolist(), "warmup": warm}))
+        terms = list(dict.fromkeys(x for q in [q for q, _ in fuzzy + warm] + exact for x in q if x))
         np.savez(qdir / "q.npz", texts=np.array(terms), vecs=cache.get(terms))
         for kind in a.kinds:
             path = a.dir / f"{size_label(n)}-{kind}{'' if a.encoder == 'minilm' else '-' + a.encoder}.sqlite"
@@ -731,6 +777,8 @@ def main() -> None:
     for f in figure(res, a.out) if a.backend == "sqlite" else []:
         print("figure:", os.path.relpath(f))
     if server is not None:
+        if a.pg_shared_buffers:
+            _set_shared_buffers(server, None)
         server.cleanup()
     print("results:", os.path.relpath(out_path))
 

@@ -34,7 +34,7 @@ MEMORY_GOALS = {"fuzzy_p50_ms": 1.0, "fuzzy_recall_at_1": 0.95, "exact_p50_ms": 
 CHAT_TARGETS = {"write_ms": 500, "read_ms": 1500, "ms_per_token": 25}
 PG_BULK_GOAL = {"store_triples_per_s": 5_000, "size": "1M"}  # Postgres bulk(): compared in benchmarks/README.md only
 
-SIZES = {"2k": 2_000, "10k": 10_000, "100k": 100_000, "1M": 1_000_000}
+SIZES = {"2k": 2_000, "10k": 10_000, "100k": 100_000, "1M": 1_000_000, "10M": 10_000_000}
 
 
 def parse_size(s: str) -> int:
