@@ -33,6 +33,7 @@ def main() -> None:
     ap.add_argument("--max-tokens", type=int, default=200)
     ap.add_argument("--rows", default="⑦ ⑥ + gold queries,⑥ ⑤ + gold positions")
     ap.add_argument("--profile", action="store_true", help="print the fast evaluator's top functions (cProfile)")
+    ap.add_argument("--out", default="evaluator", help="benchmarks/results/<out>.json")
     a = ap.parse_args()
     warnings.filterwarnings("ignore", category=FutureWarning)
     import torch
@@ -92,7 +93,7 @@ def main() -> None:
             print(profiles[name])
     res = {"benchmark": "evaluator", "threads": a.threads, "rows": rows, "machine": machine(), "time": time.ctime()}
     if not a.profile:  # a profiled run slows the fast evaluator: its speed-up is not the one to keep
-        save_result("evaluator", res)
+        save_result(a.out, res)
 
 
 if __name__ == "__main__":

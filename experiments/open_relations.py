@@ -22,7 +22,8 @@ open rows (the same rows; the weights are byte-identical). `--open-n 0` leaves t
 02 trained before, whose adapter is the saved JSONs' pass "committed (notebook 02)" (experiments/README.md, Reproduce).
 `--train-seed S` trains on the same rows with another seed (LoRA initialisation, dropout and batch order).
 `--seeds-table` prints experiments/README.md's table of both recipes over three training seeds (SEED_RUNS) from the
-saved JSONs.
+saved JSONs. `--more-relations` trains on 48 relations instead of 22 (`open_relations.MORE_RELATIONS` added; the
+same number of rows, the same held-out relations); `--more-table` prints 22 against 48 over two seeds (MORE_RUNS).
 """
 
 from __future__ import annotations
@@ -148,12 +149,36 @@ SEED_RUNS = {
 }
 
 
-def spread_markdown(runs: dict[str, tuple[dict[str, Any], str]], means: dict[str, list[str]] | None = None) -> str:
+MORE_RUNS = {  # the same 360 open rows over 22 relations, or over 48 (--more-relations), two training seeds each
+    "22 relations, seed 0": ("open_relations", "with open relations"),
+    "22 relations, seed 1": ("open_relations_seed1", "with open relations"),
+    "48 relations, seed 0": ("open_relations_48", "with open relations"),
+    "48 relations, seed 1": ("open_relations_48_seed1", "with open relations"),
+}
+
+
+MORE_ROWS = (  # SPREAD_ROWS with the held-out statements' every fact and relation by meaning
+    SPREAD_ROWS[0],
+    (
+        "held-out open statements: every fact exact",
+        ["held-out relations", "per_relation_write_read_back", "all", "writes_all"],
+    ),
+    (
+        "held-out open statements: names exact, relation matched by meaning",
+        ["held-out relations", "per_relation_write_read_back", "all", "write_names_relation_fuzzy"],
+    ),
+    *SPREAD_ROWS[1:],
+)
+
+
+def spread_markdown(
+    runs: dict[str, tuple[dict[str, Any], str]], means: dict[str, list[str]] | None = None, rows=SPREAD_ROWS
+) -> str:
     """A table with one column per run (label -> (result, pass name)) and, per `means` entry, the mean over its
     columns; statements as "k/n" (a mean: k averaged)."""
     cols, means = list(runs), means or {}
     values: list[tuple[str, list[Any]]] = []
-    for label, path in SPREAD_ROWS:
+    for label, path in rows:
         row = []
         for res, name in runs.values():
             v: Any = res["passes"][name]
@@ -197,6 +222,13 @@ def seeds_table() -> str:
     return spread_markdown(runs, groups)
 
 
+def more_table() -> str:
+    """experiments/README.md's table of 22 against 48 trained-on relations, from the committed JSONs (MORE_RUNS)."""
+    runs = {label: (json.loads((RESULTS / f"{f}.json").read_text()), name) for label, (f, name) in MORE_RUNS.items()}
+    groups = {g: [c for c in runs if c.startswith(g)] for g in ("22 relations", "48 relations")}
+    return spread_markdown(runs, groups, MORE_ROWS)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--open-n", type=int, default=360, help="open-relation training rows (half statements)")
@@ -223,9 +255,10 @@ def main() -> None:
     )
     ap.add_argument("--out", default="open_relations")
     ap.add_argument("--seeds-table", action="store_true", help="print the seeds table from the saved JSONs, and stop")
+    ap.add_argument("--more-table", action="store_true", help="print 22 against 48 relations from the JSONs, and stop")
     a = ap.parse_args()
-    if a.seeds_table:
-        print(seeds_table())
+    if a.seeds_table or a.more_table:
+        print(seeds_table() if a.seeds_table else more_table())
         return
 
     import torch
