@@ -299,17 +299,22 @@ def query_memory(
     ef_sweep=EF_SWEEP,
     nbits_sweep=NBITS_SWEEP,
     warmup=(),
+    ef_search: int | None = None,
 ) -> dict:
     """Reopen the memory at `path`, then time exact and fuzzy reads one at a time (and sweep, if asked). `warmup`:
-    other fuzzy queries read first, untimed, so a server's cache holds what such reads touch (a server in use)."""
+    other fuzzy queries read first, untimed, so a server's cache holds what such reads touch (a server in use);
+    `ef_search`: the HNSW efSearch of the timed reads (None: the memory's default)."""
     from retllm_utils.memory import TripleMemory
 
     load0 = loadavg()
     rss0 = rss_mib()
     t0 = time.perf_counter()
     mem = open_memory(path, kind, embedder)
+    if ef_search is not None:
+        mem.hnsw_ef_search = ef_search
     reopen_s = time.perf_counter() - t0
     out = {"reopen_s": reopen_s, "reopen_status": dict(mem.index_status), "open_rss_mib": rss_mib() - rss0}
+    out["ef_search"] = mem.hnsw_ef_search if kind == "hnsw" else None
     t0 = time.perf_counter()
     for q, _ in warmup:
         mem.read_explained(q)
@@ -349,6 +354,7 @@ def worker_query(a) -> dict:
         q["gt_cos"],
         a.sweep,
         warmup=[(tuple(x), src) for x, src in q.get("warmup", [])],
+        ef_search=a.ef_search,
     )
 
 
@@ -440,6 +446,7 @@ def run_worker(role: str, a, kind: str, n: int, path: Path, extra: list[str] = (
         "--pg-work-mem",
         a.pg_work_mem,
         *(["--pg-workers", str(a.pg_workers)] if a.pg_workers is not None else []),
+        *(["--ef-search", str(a.ef_search)] if a.ef_search is not None else []),
         *extra,
     ]
     if a.backend == "postgres":  # PgTripleMemory's server process inherits nothing: the client is measured alone
@@ -586,6 +593,9 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=10_000, help="triples per write_many call")
     ap.add_argument("--sweep", action="store_true", help="also sweep HNSW efSearch and LSH nbits")
     ap.add_argument("--no-build", action="store_true", help="reuse the memories built by an earlier run")
+    ap.add_argument(
+        "--ef-search", type=int, default=None, help="HNSW efSearch of the timed reads (default: the memory's, 64)"
+    )
     ap.add_argument(
         "--warmup",
         type=int,
