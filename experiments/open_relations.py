@@ -253,6 +253,12 @@ def main() -> None:
         action="store_true",
         help="train on the 22 relations and `open_relations.MORE_RELATIONS` (48): does seeing more predicates help?",
     )
+    ap.add_argument(
+        "--copy-relations",
+        action="store_true",
+        help="decode a write's relation as one of the data set's relation names or the user's own words "
+        "(`RetLLMController(relation_names=...)`), the adapters unchanged",
+    )
     ap.add_argument("--out", default="open_relations")
     ap.add_argument("--seeds-table", action="store_true", help="print the seeds table from the saved JSONs, and stop")
     ap.add_argument("--more-table", action="store_true", help="print 22 against 48 relations from the JSONs, and stop")
@@ -315,6 +321,7 @@ def main() -> None:
         "decoding": "xllamacpp, adapter merged (Q8_0), names copied, answers state reply facts, lsh index",
         "open_rows": a.open_n,
         "more_relations": a.more_relations,
+        "copy_relations": a.copy_relations,
         "data_seed": a.seed,
         "train_seed": train_seed,
         "held_out": list(op.HELD_OUT),
@@ -322,7 +329,15 @@ def main() -> None:
         "passes": {},
     }
     save = lambda: save_result(a.out, {**result, "machine": machine()}, RESULTS)  # noqa: E731
-    common = dict(index="lsh", copy_names=True, known_names=company_names())
+    common: dict[str, Any] = dict(index="lsh", copy_names=True, known_names=company_names())
+    if a.copy_relations:  # the five relations' names and Re-DocRED's (rel_info.json), as training stores them
+        from retllm_utils.memllm.docred import relation_names
+        from retllm_utils.paths import DATA
+        from retllm_utils.retllm.phrasings import RELATIONS as FIVE
+
+        vocabulary = list(FIVE.values()) + sorted(set(relation_names(DATA / "redocred" / "rel_info.json").values()))
+        common["relation_names"] = vocabulary
+        result["relation_names"] = len(vocabulary)
     for label, adapter in adapters.items():
         gen = cpp_generator("xllamacpp", adapter, tok, None, a.threads, 128)
         res = result["passes"].setdefault(label, {})

@@ -275,6 +275,7 @@ class RetLLMController:
         max_writes: int = 32,
         copy_names: bool = False,
         known_names: Sequence[str] = (),
+        relation_names: Sequence[str] | None = None,
         answer_form: Callable[[Triple], str | None] | None = None,
         stop_repeated_writes: bool = True,
     ):
@@ -284,6 +285,8 @@ class RetLLMController:
         # names a call copies in their place when the user lower-cases or misspells them (e.g. the company list):
         # the call may not copy the user's variant, so the memory holds one spelling
         self.known_names = tuple(known_names)
+        # with `copy_names`: a write's relation is one of these or the user's own words (None: free)
+        self.relation_names = None if relation_names is None else tuple(relation_names)
         # the sentence stating one fact (None: no known form): an answer after a read then states only the reply's
         # facts, each once, in those words (`chat.copying.StateFacts`; beyond the paper)
         self.answer_form = answer_form
@@ -305,7 +308,10 @@ class RetLLMController:
         if self.copy_names:  # an extension: imported on the first turn that asks for it
             from .chat.copying import allowed_terms
 
-            copy = {"allowed": allowed_terms(user_text, self.memory, known=self.known_names, prefer_known=True)}
+            allowed = allowed_terms(
+                user_text, self.memory, known=self.known_names, prefer_known=True, relations=self.relation_names
+            )
+            copy = {"allowed": allowed}
         generated, trace, writes, dropped_writes, answer = "", [], 0, 0, {}
         for _ in range(self.max_calls + 1):
             cont, ended = self.generator(context + generated, self._pause(generated), **copy, **answer)

@@ -130,6 +130,34 @@ def test_a_pushed_respelling_is_written_only_without_the_copy_constraint(smol):
 
 
 @pytest.mark.model
+def test_a_pushed_respelt_relation_is_stored_as_said_only_with_a_relation_vocabulary(smol):
+    # a model that writes "is living in" for "lives in": free relations keep it; with `relation_names` the relation
+    # must be a vocabulary name or the user's words, and a vocabulary name is still allowed where the model picks it
+    model, tok = smol
+    user = "Ivan Hughes lives in Curitiba."
+    bad, good = "[MEM_WRITE{Ivan Hughes>>is living in>>Curitiba}]", "[MEM_WRITE{Ivan Hughes>>lives in>>Curitiba}]"
+    voc = "[MEM_WRITE{Ivan Hughes>>residence>>Curitiba}]"
+    results = {}
+    for names, texts in ((None, (bad, good)), (["residence"], (bad, good)), (["residence"], (bad, voc, good))):
+        prompt = chat_prompt(tok, user)
+        n = len(tok(prompt, add_special_tokens=False)["input_ids"])
+        gen = HFGenerator(model, tok, max_new_tokens=24, logits_processor=[_Push(tok, n, *texts)])
+        mem = TripleMemory(embedder=_Flat())
+        RetLLMController(gen, mem, lambda u: chat_prompt(tok, u), copy_names=True, relation_names=names).chat(user)
+        results[len(texts), names is None] = [tuple(t) for t in mem]
+    assert results[2, True] == [("Ivan Hughes", "is living in", "Curitiba")]
+    assert results[2, False] == [("Ivan Hughes", "lives in", "Curitiba")]
+    assert results[3, False] == [("Ivan Hughes", "residence", "Curitiba")]
+
+
+def test_allowed_relations_are_the_vocabulary_and_the_users_words_or_free():
+    free = allowed_terms("Ann Lee lives in Lyon.")
+    assert free.relations == frozenset()
+    rel = allowed_terms("Ann Lee lives in Lyon.", relations=["employed by"]).relations
+    assert {"employed by", "lives in", "lives"} <= rel and "is living in" not in rel
+
+
+@pytest.mark.model
 def test_a_pushed_made_up_reply_and_two_term_read_are_refused_by_the_copy_constraint(smol):
     # a model that closes a read after two terms (nothing parses, nothing pauses) and then answers with a memory
     # reply of its own, naming a person nobody stored; its next best is a well-formed read: with copy_names, that

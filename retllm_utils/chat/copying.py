@@ -51,10 +51,12 @@ _WORD = re.compile(r"\S+")
 
 @dataclass(frozen=True)
 class AllowedTerms:
-    """The phrases a write's and a read's subject/object may be (a read may also leave a term empty)."""
+    """The phrases a write's and a read's subject/object may be (a read may also leave a term empty), and a write's
+    relation (empty: free words)."""
 
     write: frozenset[str]
     read: frozenset[str]
+    relations: frozenset[str] = frozenset()
 
 
 def user_spans(text: str, max_words: int = 6) -> set[str]:
@@ -110,12 +112,20 @@ def slips_of_known(spans: Iterable[str], known: Iterable[str], max_slips: int = 
 
 
 def allowed_terms(
-    user_text: str, memory: Any = None, cap: int = STORED_CAP, known: Iterable[str] = (), prefer_known: bool = False
+    user_text: str,
+    memory: Any = None,
+    cap: int = STORED_CAP,
+    known: Iterable[str] = (),
+    prefer_known: bool = False,
+    relations: Iterable[str] | None = None,
 ) -> AllowedTerms:
     """Writes copy the user's words, re-cased as stored names are, or a `known` name the user typed with a slip;
     reads may also name any stored subject or object (memories up to `cap`). `prefer_known`: a span that types a
     known name otherwise ("lg", "Mersk") is not allowed itself, only the known name ("LG", "Maersk"), so the memory
-    stores and asks for the one spelling (the controller's rule; the invented-name measure keeps both)."""
+    stores and asks for the one spelling (the controller's rule; the invented-name measure keeps both).
+    `relations` (a relation vocabulary, e.g. the data set's relation names): a write's relation is then one of them
+    or the user's own words, so a relation never trained on is stored as said, not respelt ("lives in", not "is
+    living in"); None leaves relations free."""
     raw = user_spans(user_text)
     slips = slips_of_known(raw, known)
     spans = raw | {recased(s) for s in raw} | {k for names in slips.values() for k in names}
@@ -125,7 +135,8 @@ def allowed_terms(
     if memory is not None and len(memory) <= cap:
         for s, _, o in memory:
             stored.update((s, o))
-    return AllowedTerms(write=frozenset(spans), read=frozenset(spans | stored))
+    rels = frozenset(raw | set(relations)) if relations is not None else frozenset()
+    return AllowedTerms(write=frozenset(spans), read=frozenset(spans | stored), relations=rels)
 
 
 _OPENERS = (RETLLM_WRITE_OPEN, RETLLM_READ_OPEN)
@@ -227,6 +238,10 @@ class CopyTerms(_Choose):
     def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
         generated = self._generated(input_ids)
         state = _open_term(generated)
+        parts = _open_parts(generated) if self.allowed.relations else None
+        if parts is not None and len(parts[0]) == 2 and not parts[1]:  # a write's relation: copied too
+            state = (parts[0][1], ">>", False)
+            return self._copy(scores, state, self.allowed.relations)
         if state is None:
             # a two-term call is malformed: nothing would read, the model would go on
             if _in_relation(generated):
@@ -234,10 +249,16 @@ class CopyTerms(_Choose):
             return self._best(
                 scores, lambda piece: not (("{" in piece or "]" in piece) and _made_up_reply(generated, piece))
             )
-        partial, close, read = state
-        head = partial.lstrip()  # the parser strips terms: spaces before the first character are harmless
         # a read may leave the term unknown
-        phrases = self.allowed.read | {""} if read else self.allowed.write
+        return self._copy(scores, state, self.allowed.read | {""} if state[2] else self.allowed.write)
+
+    def _copy(
+        self, scores: torch.FloatTensor, state: tuple[str, str, bool], phrases: Iterable[str]
+    ) -> torch.FloatTensor:
+        """The best token that keeps the open term (`state`: partial text, its close, is a read) a prefix of one of
+        `phrases` followed by the close."""
+        partial, close, _ = state
+        head = partial.lstrip()  # the parser strips terms: spaces before the first character are harmless
         # the rest of every allowed phrase and its close that `head` begins (it may end in part of the close: ">")
         targets = [f[len(head) :] for f in (p + close for p in phrases) if f.startswith(head) and len(f) > len(head)]
         if not targets:

@@ -165,13 +165,15 @@ def evaluate_retllm(
     memory_kw: Mapping[str, Any] | None = None,
     generator: Any = None,
     known_names: Sequence[str] = (),
+    relation_names: Sequence[str] | None = None,
 ) -> pd.DataFrame:
     """Every example through the controller with its scene in memory; one record per example.
 
     `copy_names`: call terms copy the user's words or stored phrases (`copying`); `state_facts`: an answer states
     only the reply's facts, each once (`copying.StateFacts`); `memory_kw`: TripleMemory options (e.g. fuzzy
     thresholds); `generator`: another decoding path for the model (e.g. `llamacpp.LlamaCppGenerator`); `known_names`:
-    names a call may copy when the user lower-cases or misspells them (`copying.allowed_terms`)."""
+    names a call may copy when the user lower-cases or misspells them (`copying.allowed_terms`); `relation_names`:
+    with `copy_names`, a write's relation is one of them or the user's words (None: free)."""
     rows = list(rows)
     gen = generator or HFGenerator(model, tokenizer, max_new_tokens=max_new_tokens)
     out = []
@@ -184,6 +186,7 @@ def evaluate_retllm(
             lambda u: chat_prompt(tokenizer, u),
             copy_names=copy_names,
             known_names=known_names,
+            relation_names=relation_names,
             answer_form=form,
         )
         turn = ctl.chat(row["user"])
