@@ -278,7 +278,7 @@ def main() -> None:
     from retllm_utils.retllm.config import RetLLMConfig
     from retllm_utils.retllm.evaluation import evaluate_retllm
     from retllm_utils.retllm.new_relations import evaluate_new_relations, summarize_new_relations
-    from retllm_utils.retllm.synthetic import company_names, load_synthetic
+    from retllm_utils.retllm.synthetic import company_names, load_synthetic, relation_vocabulary
     from retllm_utils.retllm.wide import open_people
     from retllm_utils.training import build_sft_dataset, train_or_reuse
 
@@ -331,13 +331,8 @@ def main() -> None:
     save = lambda: save_result(a.out, {**result, "machine": machine()}, RESULTS)  # noqa: E731
     common: dict[str, Any] = dict(index="lsh", copy_names=True, known_names=company_names())
     if a.copy_relations:  # the five relations' names and Re-DocRED's (rel_info.json), as training stores them
-        from retllm_utils.memllm.docred import relation_names
-        from retllm_utils.paths import DATA
-        from retllm_utils.retllm.phrasings import RELATIONS as FIVE
-
-        vocabulary = list(FIVE.values()) + sorted(set(relation_names(DATA / "redocred" / "rel_info.json").values()))
-        common["relation_names"] = vocabulary
-        result["relation_names"] = len(vocabulary)
+        common["relation_names"] = relation_vocabulary()
+        result["relation_names"] = len(common["relation_names"])
     for label, adapter in adapters.items():
         gen = cpp_generator("xllamacpp", adapter, tok, None, a.threads, 128)
         res = result["passes"].setdefault(label, {})

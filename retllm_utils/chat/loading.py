@@ -113,14 +113,15 @@ def load_retllm(
 
         trained = for_chat(PeftModel.from_pretrained(load_model(model_id)[0], str(adapter)), dtype=dtype)
         generator = HFGenerator(trained, tokenizer, max_new_tokens=max_new_tokens)
-    from ..retllm.synthetic import company_names  # names a call may copy when the user misspells one
+    from ..retllm.synthetic import company_names, relation_vocabulary
 
     trained_ctl = RetLLMController(
         generator,
         None,
         lambda u: chat_prompt(tokenizer, u),
         copy_names=True,
-        known_names=company_names(),
+        known_names=company_names(),  # names a call may copy when the user misspells one
+        relation_names=relation_vocabulary(),  # a write's relation: one of these or the user's words
         answer_form=answer_form,
     )
     controllers = {"trained": trained_ctl, "base": controllers["base"]}

@@ -54,6 +54,7 @@ __all__ = [
     "features",
     "load_names",
     "company_names",
+    "relation_vocabulary",
     "join_names",
     "lookup",
     "answer_sentence",
@@ -93,6 +94,15 @@ _COLUMNS = (
 def company_names() -> list[str]:
     """The data set's organisations (data/companies.txt): names a call may copy when the user misspells them."""
     return sorted(load_names(DATA / "companies.txt"))
+
+
+def relation_vocabulary() -> list[str]:
+    """The relation names training stores, the five relations' and Re-DocRED's (rel_info.json): a write's relation
+    may be one of them or the user's own words (`RetLLMController(relation_names=...)`)."""
+    from ..memllm.docred import relation_names
+    from .docred_mix import REL_INFO
+
+    return list(RELATIONS.values()) + sorted(set(relation_names(REL_INFO).values()) - set(RELATIONS.values()))
 
 
 def features():
