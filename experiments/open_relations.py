@@ -259,6 +259,11 @@ def main() -> None:
         help="decode a write's relation as one of the data set's relation names or the user's own words "
         "(`RetLLMController(relation_names=...)`), the adapters unchanged",
     )
+    ap.add_argument(
+        "--copy-read-relations",
+        action="store_true",
+        help="with --copy-relations: a read's relation too (a vocabulary name, a stored relation or the user's words)",
+    )
     ap.add_argument("--out", default="open_relations")
     ap.add_argument("--seeds-table", action="store_true", help="print the seeds table from the saved JSONs, and stop")
     ap.add_argument("--more-table", action="store_true", help="print 22 against 48 relations from the JSONs, and stop")
@@ -322,6 +327,7 @@ def main() -> None:
         "open_rows": a.open_n,
         "more_relations": a.more_relations,
         "copy_relations": a.copy_relations,
+        "copy_read_relations": a.copy_read_relations,
         "data_seed": a.seed,
         "train_seed": train_seed,
         "held_out": list(op.HELD_OUT),
@@ -332,6 +338,7 @@ def main() -> None:
     common: dict[str, Any] = dict(index="lsh", copy_names=True, known_names=company_names())
     if a.copy_relations:  # the five relations' names and Re-DocRED's (rel_info.json), as training stores them
         common["relation_names"] = relation_vocabulary()
+        common["read_relations"] = a.copy_read_relations
         result["relation_names"] = len(common["relation_names"])
     for label, adapter in adapters.items():
         gen = cpp_generator("xllamacpp", adapter, tok, None, a.threads, 128)

@@ -276,6 +276,7 @@ class RetLLMController:
         copy_names: bool = False,
         known_names: Sequence[str] = (),
         relation_names: Sequence[str] | None = None,
+        read_relations: bool = False,
         answer_form: Callable[[Triple], str | None] | None = None,
         stop_repeated_writes: bool = True,
     ):
@@ -287,6 +288,7 @@ class RetLLMController:
         self.known_names = tuple(known_names)
         # with `copy_names`: a write's relation is one of these or the user's own words (None: free)
         self.relation_names = None if relation_names is None else tuple(relation_names)
+        self.read_relations = read_relations  # and a read's relation: one of them, a stored one or the user's words
         # the sentence stating one fact (None: no known form): an answer after a read then states only the reply's
         # facts, each once, in those words (`chat.copying.StateFacts`; beyond the paper)
         self.answer_form = answer_form
@@ -309,7 +311,12 @@ class RetLLMController:
             from .chat.copying import allowed_terms
 
             allowed = allowed_terms(
-                user_text, self.memory, known=self.known_names, prefer_known=True, relations=self.relation_names
+                user_text,
+                self.memory,
+                known=self.known_names,
+                prefer_known=True,
+                relations=self.relation_names,
+                read_relations=self.read_relations,
             )
             copy = {"allowed": allowed}
         generated, trace, writes, dropped_writes, answer = "", [], 0, 0, {}

@@ -155,6 +155,10 @@ def test_allowed_relations_are_the_vocabulary_and_the_users_words_or_free():
     assert free.relations == frozenset()
     rel = allowed_terms("Ann Lee lives in Lyon.", relations=["employed by"]).relations
     assert {"employed by", "lives in", "lives"} <= rel and "is living in" not in rel
+    assert allowed_terms("Ann Lee lives in Lyon.", relations=["employed by"]).read_relations == frozenset()
+    memory = [("Bo Moss", "was born in", "Porto")]
+    read = allowed_terms("Where was Bo Moss born?", memory, relations=["employed by"], read_relations=True)
+    assert {"was born in", "employed by", "born", ""} <= read.read_relations and "is born in" not in read.read_relations
 
 
 @pytest.mark.model

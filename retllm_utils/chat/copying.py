@@ -57,6 +57,7 @@ class AllowedTerms:
     write: frozenset[str]
     read: frozenset[str]
     relations: frozenset[str] = frozenset()
+    read_relations: frozenset[str] = frozenset()  # a read's relation (empty: free words)
 
 
 def user_spans(text: str, max_words: int = 6) -> set[str]:
@@ -118,6 +119,7 @@ def allowed_terms(
     known: Iterable[str] = (),
     prefer_known: bool = False,
     relations: Iterable[str] | None = None,
+    read_relations: bool = False,
 ) -> AllowedTerms:
     """Writes copy the user's words, re-cased as stored names are, or a `known` name the user typed with a slip;
     reads may also name any stored subject or object (memories up to `cap`). `prefer_known`: a span that types a
@@ -125,18 +127,24 @@ def allowed_terms(
     stores and asks for the one spelling (the controller's rule; the invented-name measure keeps both).
     `relations` (a relation vocabulary, e.g. the data set's relation names): a write's relation is then one of them
     or the user's own words, so a relation never trained on is stored as said, not respelt ("lives in", not "is
-    living in"); None leaves relations free."""
+    living in"); None leaves relations free. `read_relations`: a read's relation too is one of them, a stored relation
+    or the user's words (or empty), so a question asks for what the memory holds ("lives in", not "is living in")."""
     raw = user_spans(user_text)
     slips = slips_of_known(raw, known)
     spans = raw | {recased(s) for s in raw} | {k for names in slips.values() for k in names}
     if prefer_known:
         spans -= {v for s, names in slips.items() for v in (s, recased(s)) if v not in names}
     stored: set[str] = set()
+    stored_rels: set[str] = set()
     if memory is not None and len(memory) <= cap:
-        for s, _, o in memory:
+        for s, r, o in memory:
             stored.update((s, o))
+            stored_rels.add(r)
     rels = frozenset(raw | set(relations)) if relations is not None else frozenset()
-    return AllowedTerms(write=frozenset(spans), read=frozenset(spans | stored), relations=rels)
+    read_rels = rels | stored_rels | {""} if rels and read_relations else frozenset()
+    return AllowedTerms(
+        write=frozenset(spans), read=frozenset(spans | stored), relations=rels, read_relations=read_rels
+    )
 
 
 _OPENERS = (RETLLM_WRITE_OPEN, RETLLM_READ_OPEN)
@@ -239,9 +247,10 @@ class CopyTerms(_Choose):
         generated = self._generated(input_ids)
         state = _open_term(generated)
         parts = _open_parts(generated) if self.allowed.relations else None
-        if parts is not None and len(parts[0]) == 2 and not parts[1]:  # a write's relation: copied too
-            state = (parts[0][1], ">>", False)
-            return self._copy(scores, state, self.allowed.relations)
+        if parts is not None and len(parts[0]) == 2:  # a relation: copied too where asked
+            phrases = self.allowed.read_relations if parts[1] else self.allowed.relations
+            if phrases:
+                return self._copy(scores, (parts[0][1], ">>", parts[1]), phrases)
         if state is None:
             # a two-term call is malformed: nothing would read, the model would go on
             if _in_relation(generated):

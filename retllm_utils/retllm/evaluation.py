@@ -166,6 +166,7 @@ def evaluate_retllm(
     generator: Any = None,
     known_names: Sequence[str] = (),
     relation_names: Sequence[str] | None = None,
+    read_relations: bool = False,
 ) -> pd.DataFrame:
     """Every example through the controller with its scene in memory; one record per example.
 
@@ -173,7 +174,8 @@ def evaluate_retllm(
     only the reply's facts, each once (`copying.StateFacts`); `memory_kw`: TripleMemory options (e.g. fuzzy
     thresholds); `generator`: another decoding path for the model (e.g. `llamacpp.LlamaCppGenerator`); `known_names`:
     names a call may copy when the user lower-cases or misspells them (`copying.allowed_terms`); `relation_names`:
-    with `copy_names`, a write's relation is one of them or the user's words (None: free)."""
+    with `copy_names`, a write's relation is one of them or the user's words (None: free); `read_relations`: a read's
+    too (`RetLLMController`)."""
     rows = list(rows)
     gen = generator or HFGenerator(model, tokenizer, max_new_tokens=max_new_tokens)
     out = []
@@ -187,6 +189,7 @@ def evaluate_retllm(
             copy_names=copy_names,
             known_names=known_names,
             relation_names=relation_names,
+            read_relations=read_relations,
             answer_form=form,
         )
         turn = ctl.chat(row["user"])

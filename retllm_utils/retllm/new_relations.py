@@ -49,6 +49,7 @@ def evaluate_new_relations(
     copy_names: bool = True,
     known_names: Sequence[str] = (),
     relation_names: Sequence[str] | None = None,
+    read_relations: bool = False,
     desc: str = "new relations",
     generator: Any = None,
     prompt_fn: Any = None,
@@ -60,7 +61,8 @@ def evaluate_new_relations(
     read-back question in the same memory. `generator` and `prompt_fn`: another decoding path and prompt (tests use a
     scripted one); `question_of`: the read-back question of the first gold triple (default `QUESTION` in Re-DocRED's
     relation words); `prefill`: the row's `memory` facts are stored before the statement, as other facts would be;
-    `relation_names`: a write's relation copies one of them or the user's words (`RetLLMController`)."""
+    `relation_names`, `read_relations`: a write's (and a read's) relation copies one of them or the user's words
+    (`RetLLMController`)."""
     gen = generator or HFGenerator(model, tokenizer, max_new_tokens=max_new_tokens)
     prompt_fn = prompt_fn or (lambda u: chat_prompt(tokenizer, u))
     out = []
@@ -68,7 +70,13 @@ def evaluate_new_relations(
         (s, r, o) = row["triples"][0]
         memory = scene_memory(row, embedder, index) if prefill else TripleMemory(embedder=embedder, index=index)
         ctl = RetLLMController(
-            gen, memory, prompt_fn, copy_names=copy_names, known_names=known_names, relation_names=relation_names
+            gen,
+            memory,
+            prompt_fn,
+            copy_names=copy_names,
+            known_names=known_names,
+            relation_names=relation_names,
+            read_relations=read_relations,
         )
         turn = ctl.chat(row["user"])
         written = [tuple(e["triple"]) for e in turn.trace if e["event"] == "write"]
