@@ -336,7 +336,7 @@ def main() -> None:
     }
     save = lambda: save_result(a.out, {**result, "machine": machine()}, RESULTS)  # noqa: E731
     common: dict[str, Any] = dict(index="lsh", copy_names=True, known_names=company_names())
-    if a.copy_relations:  # the five relations' names and Re-DocRED's (rel_info.json), as training stores them
+    if a.copy_relations:  # the five relations' names and all of Re-DocRED's (rel_info.json)
         common["relation_names"] = relation_vocabulary()
         common["read_relations"] = a.copy_read_relations
         result["relation_names"] = len(common["relation_names"])

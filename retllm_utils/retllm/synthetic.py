@@ -97,8 +97,8 @@ def company_names() -> list[str]:
 
 
 def relation_vocabulary() -> list[str]:
-    """The relation names training stores, the five relations' and Re-DocRED's (rel_info.json): a write's relation
-    may be one of them or the user's own words (`RetLLMController(relation_names=...)`)."""
+    """The data set's relation names, the five relations' and all of Re-DocRED's (rel_info.json, held-out ones too): a
+    write's relation may be one of them or the user's own words (`RetLLMController(relation_names=...)`)."""
     from ..memllm.docred import relation_names
     from .docred_mix import REL_INFO
 
