@@ -256,13 +256,19 @@ def main() -> None:
     ap.add_argument(
         "--copy-relations",
         action="store_true",
-        help="decode a write's relation as one of the data set's relation names or the user's own words "
-        "(`RetLLMController(relation_names=...)`), the adapters unchanged",
+        help="decode a write's relation as one of the data set's relation names (the five relations' and Re-DocRED's) "
+        "or the user's own words (`RetLLMController(relation_names=...)`), the adapters unchanged",
     )
     ap.add_argument(
         "--copy-read-relations",
         action="store_true",
         help="with --copy-relations: a read's relation too (a vocabulary name, a stored relation or the user's words)",
+    )
+    ap.add_argument(
+        "--five-relations",
+        action="store_true",
+        help="with --copy-relations: a write's relation is one of the five relations' names or the user's words "
+        "(Re-DocRED's names left out: the build's vocabulary, `synthetic.relation_vocabulary()`)",
     )
     ap.add_argument("--out", default="open_relations")
     ap.add_argument("--seeds-table", action="store_true", help="print the seeds table from the saved JSONs, and stop")
@@ -328,6 +334,7 @@ def main() -> None:
         "more_relations": a.more_relations,
         "copy_relations": a.copy_relations,
         "copy_read_relations": a.copy_read_relations,
+        "five_relations": a.five_relations,
         "data_seed": a.seed,
         "train_seed": train_seed,
         "held_out": list(op.HELD_OUT),
@@ -336,8 +343,8 @@ def main() -> None:
     }
     save = lambda: save_result(a.out, {**result, "machine": machine()}, RESULTS)  # noqa: E731
     common: dict[str, Any] = dict(index="lsh", copy_names=True, known_names=company_names())
-    if a.copy_relations:  # the five relations' names and all of Re-DocRED's (rel_info.json)
-        common["relation_names"] = relation_vocabulary()
+    if a.copy_relations:  # the five relations' names and (without --five-relations) all of Re-DocRED's
+        common["relation_names"] = relation_vocabulary(redocred=not a.five_relations)
         common["read_relations"] = a.copy_read_relations
         result["relation_names"] = len(common["relation_names"])
     for label, adapter in adapters.items():

@@ -45,6 +45,7 @@ from retllm_utils.retllm.synthetic import (
     load_synthetic,
     lookup,
     make_dataset,
+    relation_vocabulary,
     save_dataset,
     stated_facts,
 )
@@ -576,3 +577,11 @@ def test_gpu_profile_keeps_batch_32_in_micro_batches_with_checkpointing():
     gpu = RetLLMConfig.for_profile("gpu")
     assert gpu.batch_size == 32 and gpu.gradient_checkpointing and gpu.batch_split() == (4, 8)
     assert RetLLMConfig.for_profile("cpu").batch_split() == (8, 1)  # cpu: one pass per step, as committed
+
+
+def test_the_write_vocabulary_is_the_five_relations_unless_redocred_is_asked_for():
+    # Re-DocRED's names let the model store "lives in" as "located in the administrative territorial entity"
+    assert relation_vocabulary() == list(RELATIONS.values())
+    wide = relation_vocabulary(redocred=True)
+    assert wide[:5] == list(RELATIONS.values()) and len(set(wide)) == len(wide) > 90
+    assert "located in the administrative territorial entity" in wide

@@ -121,7 +121,7 @@ def load_retllm(
         lambda u: chat_prompt(tokenizer, u),
         copy_names=True,
         known_names=company_names(),  # names a call may copy when the user misspells one
-        relation_names=relation_vocabulary(),  # a write's relation: one of these or the user's words
+        relation_names=relation_vocabulary(),  # a write's relation: the five relations' names or the user's words
         answer_form=answer_form,
     )
     controllers = {"trained": trained_ctl, "base": controllers["base"]}

@@ -96,9 +96,12 @@ def company_names() -> list[str]:
     return sorted(load_names(DATA / "companies.txt"))
 
 
-def relation_vocabulary() -> list[str]:
-    """The data set's relation names, the five relations' and all of Re-DocRED's (rel_info.json, held-out ones too): a
-    write's relation may be one of them or the user's own words (`RetLLMController(relation_names=...)`)."""
+def relation_vocabulary(redocred: bool = False) -> list[str]:
+    """The relation names a write may store besides the user's own words (`RetLLMController(relation_names=...)`):
+    the five relations'. `redocred` adds all of Re-DocRED's (rel_info.json); the model then stores "lives in" as
+    "located in the administrative territorial entity" (experiments/README.md), so the build leaves them out."""
+    if not redocred:
+        return list(RELATIONS.values())
     from ..memllm.docred import relation_names
     from .docred_mix import REL_INFO
 
