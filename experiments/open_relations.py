@@ -24,6 +24,8 @@ open rows (the same rows; the weights are byte-identical). `--open-n 0` leaves t
 `--seeds-table` prints experiments/README.md's table of both recipes over three training seeds (SEED_RUNS) from the
 saved JSONs. `--more-relations` trains on 48 relations instead of 22 (`open_relations.MORE_RELATIONS` added; the
 same number of rows, the same held-out relations); `--more-table` prints 22 against 48 over two seeds (MORE_RUNS).
+`--copy-relations` decodes a write's relation as one of the five relations' or Re-DocRED's names or the user's words
+(`--five-relations`: the five only, the build's vocabulary; `--copy-read-relations`: a read's relation held too).
 """
 
 from __future__ import annotations
