@@ -2,6 +2,7 @@
 
     .venv/bin/python benchmarks/bench_evaluator.py              # -> benchmarks/results/evaluator.json
     .venv/bin/python benchmarks/bench_evaluator.py --profile    # and where the fast evaluator's time goes
+    .venv/bin/python benchmarks/bench_evaluator.py --merged --out evaluator_merged   # the read adapter merged
 
 The setting of notebook 07's speed test on the cpu profile: notebook 05's read adapter (runs/memllm/cpu/read),
 the gold memory of every dev document (HNSW, MiniLM, the memory's MemLLM thresholds), the first 3 dev documents cut
@@ -9,7 +10,8 @@ to 200 tokens, rows ⑦ (gold queries) and ⑥ (the model's own queries). Per ro
 (the floor), the fast evaluator (`perplexity.fast_doc`: one cached pass, a branch per read) and the reference
 (`perplexity.reference_doc`: every context run again at every token), their mean NLL, the largest per-token
 difference between them (`agree`: below 1e-4, as the tests require) and reference / fast. The fast evaluator is timed
-after a warm-up pass of the same row; the reference, which takes minutes, once after it.
+after a warm-up pass of the same row; the reference, which takes minutes, once after it. `--merged` runs both on the
+base model with the read adapter merged into its weights (notebook 07 keeps two adapters on one model, unmerged).
 """
 
 from __future__ import annotations
@@ -33,6 +35,11 @@ def main() -> None:
     ap.add_argument("--max-tokens", type=int, default=200)
     ap.add_argument("--rows", default="⑦ ⑥ + gold queries,⑥ ⑤ + gold positions")
     ap.add_argument("--profile", action="store_true", help="print the fast evaluator's top functions (cProfile)")
+    ap.add_argument(
+        "--merged",
+        action="store_true",
+        help="the read adapter merged into the weights (peft merge_and_unload): no LoRA matrices at run time",
+    )
     ap.add_argument("--out", default="evaluator", help="benchmarks/results/<out>.json")
     a = ap.parse_args()
     warnings.filterwarnings("ignore", category=FutureWarning)
@@ -54,6 +61,8 @@ def main() -> None:
     memory.write_many(list(dict.fromkeys(tuple(t) for d in dev for _, t in gold_triples(d, rel))))
     model, tok = load_model("smollm2-135m-instruct")
     model = PeftModel.from_pretrained(model, str(run_dir("memllm", "cpu") / "read"), adapter_name="read").eval()
+    if a.merged:
+        model = model.merge_and_unload()
     docs = [prepare_doc(tok, dd["docs_dev"][i], a.max_tokens) for i in range(a.docs)]
     rows, profiles = [], {}
     for name in a.rows.split(","):
@@ -91,7 +100,14 @@ def main() -> None:
             pstats.Stats(prof, stream=out).sort_stats("tottime").print_stats(12)
             profiles[name] = out.getvalue()
             print(profiles[name])
-    res = {"benchmark": "evaluator", "threads": a.threads, "rows": rows, "machine": machine(), "time": time.ctime()}
+    res = {
+        "benchmark": "evaluator",
+        "threads": a.threads,
+        "merged": a.merged,
+        "rows": rows,
+        "machine": machine(),
+        "time": time.ctime(),
+    }
     if not a.profile:  # a profiled run slows the fast evaluator: its speed-up is not the one to keep
         save_result(a.out, res)
 

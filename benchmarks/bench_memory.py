@@ -30,10 +30,12 @@ into the live index, as before the bulk path existed). No figure is drawn for it
 from __future__ import annotations
 
 import argparse
+import atexit
 import contextlib
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -286,6 +288,19 @@ def _set_shared_buffers(server, size: str | None) -> None:
     with psycopg.connect(server.get_uri(), autocommit=True) as conn:
         conn.execute(f"ALTER SYSTEM SET shared_buffers = '{size}'" if size else "ALTER SYSTEM RESET shared_buffers")
     server.cleanup()
+
+
+def reset_shared_buffers_at_exit(pgdata: Path) -> None:
+    """ALTER SYSTEM persists in the data directory: reset it when the run ends however Python sees the end (done,
+    an error, Ctrl-C, SIGTERM), so a failed run does not leave the next run's server changed. kill -9 still does."""
+
+    def reset() -> None:
+        from retllm_utils.backends.postgres import local_server
+
+        _set_shared_buffers(local_server(pgdata, cleanup_mode="stop"), None)
+
+    atexit.register(reset)
+    signal.signal(signal.SIGTERM, lambda sig, _frame: sys.exit(128 + sig))
 
 
 def query_memory(
@@ -583,8 +598,8 @@ def main() -> None:
     ap.add_argument(
         "--pg-shared-buffers",
         default=None,
-        help="postgres: the private server's shared_buffers, set before the run and reset after it (e.g. 8GB; "
-        "default: the server's, 128MB)",
+        help="postgres: the private server's shared_buffers, set before the run and reset after it, "
+        "also after an error or SIGTERM (e.g. 8GB; default: the server's, 128MB)",
     )
     ap.add_argument("--pg-uri", help="postgres: your server's URI (default: a private pgserver on --dir/pgdata)")
     ap.add_argument("--seed", type=int, default=0)
@@ -637,6 +652,7 @@ def main() -> None:
             server = local_server(a.dir / "pgdata", cleanup_mode="stop")
             if a.pg_shared_buffers:  # a server setting: takes a restart, so set it, stop, start again
                 _set_shared_buffers(server, a.pg_shared_buffers)
+                reset_shared_buffers_at_exit(a.dir / "pgdata")
                 server = local_server(a.dir / "pgdata", cleanup_mode="stop")
             a.pg_uri = server.get_uri()
         elif a.pg_shared_buffers:
@@ -787,9 +803,7 @@ def main() -> None:
     for f in figure(res, a.out) if a.backend == "sqlite" else []:
         print("figure:", os.path.relpath(f))
     if server is not None:
-        if a.pg_shared_buffers:
-            _set_shared_buffers(server, None)
-        server.cleanup()
+        server.cleanup()  # a shared_buffers of --pg-shared-buffers is reset at exit (reset_shared_buffers_at_exit)
     print("results:", os.path.relpath(out_path))
 
 

@@ -322,3 +322,31 @@ def test_kill_9_in_a_bulk_load_leaves_the_memory_as_before_it(pg_uri, schema):
         assert _indexes(m) == ["phrases_entity_hnsw", "phrases_relation_hnsw"]
         m.write("after", "r", "o")  # the killed load's lock went with its session
         assert len(m) == 51
+
+
+@pytest.mark.parametrize("end", ["error", "sigterm"])
+def test_a_benchmark_run_that_fails_resets_the_shared_buffers_it_set(tmp_path, end):
+    # bench_memory --pg-shared-buffers writes the private server's setting with ALTER SYSTEM, which outlives the
+    # process: a run ending in an error or on SIGTERM must still put it back, as a finished run does
+    script = textwrap.dedent(
+        f"""
+        import sys, time
+        from benchmarks.bench_memory import _set_shared_buffers, reset_shared_buffers_at_exit
+        from retllm_utils.backends.postgres import local_server
+        pgdata = {str(tmp_path / "pgdata")!r}
+        _set_shared_buffers(local_server(pgdata), "64MB")
+        reset_shared_buffers_at_exit(pgdata)
+        print("set", flush=True)
+        if {end!r} == "error":
+            raise RuntimeError("the run fails here")
+        time.sleep(120)
+        """
+    )
+    proc = subprocess.Popen([sys.executable, "-c", script], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout.readline().strip() == b"set"
+    assert "shared_buffers" in (tmp_path / "pgdata" / "postgresql.auto.conf").read_text()
+    if end == "sigterm":
+        proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode != 0 and (end != "error" or b"the run fails here" in err)
+    assert "shared_buffers" not in (tmp_path / "pgdata" / "postgresql.auto.conf").read_text()
