@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/bench_evaluator.py              # -> benchmarks/results/evaluator.json
     .venv/bin/python benchmarks/bench_evaluator.py --profile    # and where the fast evaluator's time goes
-    .venv/bin/python benchmarks/bench_evaluator.py --merged --out evaluator_merged   # the read adapter merged
+    .venv/bin/python benchmarks/bench_evaluator.py --merged --out evaluator_epyc_row7_merged --rows "⑦ ⑥ + gold queries"
 
 The setting of notebook 07's speed test on the cpu profile: notebook 05's read adapter (runs/memllm/cpu/read),
 the gold memory of every dev document (HNSW, MiniLM, the memory's MemLLM thresholds), the first 3 dev documents cut
