@@ -24,8 +24,9 @@ python3 -c "import torch, transformers, trl, datasets, peft, pyarrow; print('tor
   'trl', trl.__version__, 'datasets', datasets.__version__, 'peft', peft.__version__, 'pyarrow', pyarrow.__version__)"
 python3 experiments/run_cells.py notebooks/01_synthetic_data.ipynb --out "$OUT/nb01" -p profile='"gpu"' || exit 1
 echo "notebook 01 done at ${SECONDS}s"
+# straight to a file (a pipe through grep lost a run's output when its time limit ended it)
 python3 experiments/run_cells.py notebooks/02_finetune_retllm.ipynb --out "$OUT/nb02" -p profile='"gpu"' \
-  -p max_steps="$STEPS" -p ablation=False 2>&1 | grep -v -E "it/s\]|s/it\]"
+  -p max_steps="$STEPS" -p ablation=False > "$OUT/nb02.log" 2>&1
 echo "notebook 02 done at ${SECONDS}s"
 cp runs/retllm/gpu/adapter/train_meta.json runs/retllm/gpu/ablation_validation.json "$OUT/" 2>/dev/null
 cp runs/gpu/figures/02_loss.png "$OUT/" 2>/dev/null

@@ -4,7 +4,8 @@
 
 What papermill does, without a kernel: the `parameters` cell runs, then the `-p` values over it (Python literals),
 then every other code cell in order, in one namespace. Each cell's printed output, wall time and (on CUDA) the peak
-GPU memory so far go to DIR/cells.json after every cell, so a run stopped early still says how far it got. Figures
+GPU memory so far go to DIR/cells.json after every cell, and the cell about to run before it starts, so a run
+stopped early still says how far it got. Figures
 are saved by the notebook itself; `plt.show()` and `display()` print nothing graphic.
 """
 
@@ -50,6 +51,11 @@ def cuda_peak_gib() -> float | None:
     return round(torch.cuda.max_memory_allocated() / 2**30, 3)
 
 
+def write_record(out: Path, record: dict) -> None:
+    """cells.json, rewritten whole after each step: what a run stopped by a time limit leaves behind."""
+    (out / "cells.json").write_text(json.dumps(record, indent=1), encoding="utf-8")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("notebook", type=Path)
@@ -74,6 +80,9 @@ def main() -> int:
         tee_out = Tee(sys.stdout)
         t0 = time.perf_counter()
         error = None
+        first = src.splitlines()[0] if src else ""
+        running = {"index": i, "first_line": first, "running_since_s": round(t0 - t_all, 1)}
+        write_record(args.out, {**record, "cells": [*record["cells"], running]})  # a run cut off says where it was
         with contextlib.redirect_stdout(tee_out):
             try:
                 exec(compile(src, f"<cell {i}>", "exec"), ns)
@@ -86,7 +95,7 @@ def main() -> int:
         record["cells"].append(
             {
                 "index": i,
-                "first_line": src.splitlines()[0] if src else "",
+                "first_line": first,
                 "seconds": round(time.perf_counter() - t0, 2),
                 "cuda_peak_gib": cuda_peak_gib(),
                 "output": tee_out.buf.getvalue()[-4000:],
@@ -94,7 +103,7 @@ def main() -> int:
             }
         )
         record["seconds"] = round(time.perf_counter() - t_all, 1)
-        (args.out / "cells.json").write_text(json.dumps(record, indent=1), encoding="utf-8")
+        write_record(args.out, record)
         if error:
             status = 1
             break
