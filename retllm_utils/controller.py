@@ -276,7 +276,7 @@ class RetLLMController:
         copy_names: bool = False,
         known_names: Sequence[str] = (),
         relation_names: Sequence[str] | None = None,
-        read_relations: bool = False,
+        read_relations: bool | str = False,
         answer_form: Callable[[Triple], str | None] | None = None,
         stop_repeated_writes: bool = True,
     ):
@@ -288,7 +288,8 @@ class RetLLMController:
         self.known_names = tuple(known_names)
         # with `copy_names`: a write's relation is one of these or the user's own words (None: free)
         self.relation_names = None if relation_names is None else tuple(relation_names)
-        self.read_relations = read_relations  # and a read's relation: one of them, a stored one or the user's words
+        # and a read's relation: one of them, a stored one or the user's words ("stored": not the user's words)
+        self.read_relations = read_relations
         # the sentence stating one fact (None: no known form): an answer after a read then states only the reply's
         # facts, each once, in those words (`chat.copying.StateFacts`; beyond the paper)
         self.answer_form = answer_form

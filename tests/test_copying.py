@@ -159,6 +159,11 @@ def test_allowed_relations_are_the_vocabulary_and_the_users_words_or_free():
     memory = [("Bo Moss", "was born in", "Porto")]
     read = allowed_terms("Where was Bo Moss born?", memory, relations=["employed by"], read_relations=True)
     assert {"was born in", "employed by", "born", ""} <= read.read_relations and "is born in" not in read.read_relations
+    stored = allowed_terms("Where was Bo Moss born?", memory, relations=["employed by"], read_relations="stored")
+    assert stored.read_relations == {"was born in", "employed by", ""}  # no user span ("born", "Bo Moss")
+    q, names = "Where was Bo Moss born?", ["employed by"]
+    big = allowed_terms(q, memory * 3, cap=2, relations=names, read_relations="stored")
+    assert big.read_relations == frozenset()  # a memory too large to list: the read's relation stays free
 
 
 @pytest.mark.model

@@ -119,7 +119,7 @@ def allowed_terms(
     known: Iterable[str] = (),
     prefer_known: bool = False,
     relations: Iterable[str] | None = None,
-    read_relations: bool = False,
+    read_relations: bool | str = False,
 ) -> AllowedTerms:
     """Writes copy the user's words, re-cased as stored names are, or a `known` name the user typed with a slip;
     reads may also name any stored subject or object (memories up to `cap`). `prefer_known`: a span that types a
@@ -128,7 +128,9 @@ def allowed_terms(
     `relations` (a relation vocabulary, e.g. the data set's relation names): a write's relation is then one of them
     or the user's own words, so a relation never trained on is stored as said, not respelt ("lives in", not "is
     living in"); None leaves relations free. `read_relations`: a read's relation too is one of them, a stored relation
-    or the user's words (or empty), so a question asks for what the memory holds ("lives in", not "is living in")."""
+    or the user's words (or empty), so a question asks for what the memory holds ("lives in", not "is living in");
+    `read_relations="stored"`: one of `relations` or a stored relation (or empty), not the user's words, whose spans
+    let a read's relation run on into a name; a memory over `cap` leaves it free."""
     raw = user_spans(user_text)
     slips = slips_of_known(raw, known)
     spans = raw | {recased(s) for s in raw} | {k for names in slips.values() for k in names}
@@ -141,7 +143,11 @@ def allowed_terms(
             stored.update((s, o))
             stored_rels.add(r)
     rels = frozenset(raw | set(relations)) if relations is not None else frozenset()
-    read_rels = rels | stored_rels | {""} if rels and read_relations else frozenset()
+    if read_relations == "stored":
+        known_memory = memory is None or len(memory) <= cap
+        read_rels = frozenset(set(relations or ()) | stored_rels | {""}) if known_memory else frozenset()
+    else:
+        read_rels = rels | stored_rels | {""} if rels and read_relations else frozenset()
     return AllowedTerms(
         write=frozenset(spans), read=frozenset(spans | stored), relations=rels, read_relations=read_rels
     )

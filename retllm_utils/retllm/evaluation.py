@@ -166,7 +166,7 @@ def evaluate_retllm(
     generator: Any = None,
     known_names: Sequence[str] = (),
     relation_names: Sequence[str] | None = None,
-    read_relations: bool = False,
+    read_relations: bool | str = False,
 ) -> pd.DataFrame:
     """Every example through the controller with its scene in memory; one record per example.
 
