@@ -26,7 +26,8 @@ saved JSONs. `--more-relations` trains on 48 relations instead of 22 (`open_rela
 same number of rows, the same held-out relations); `--more-table` prints 22 against 48 over two seeds (MORE_RUNS).
 `--copy-relations` decodes a write's relation as one of the five relations' or Re-DocRED's names or the user's words
 (`--five-relations`: the five only, the build's vocabulary; `--copy-read-relations`: a read's relation held too;
-`--read-relations-stored`: a read's relation held to a stored relation or the names, not the user's words).
+`--read-relations-stored`: a read's relation held to a stored relation or the names, not the user's words;
+`--read-relation-words`: a read's relation decoded free, then the stored one sharing its content words is read).
 """
 
 from __future__ import annotations
@@ -278,6 +279,11 @@ def main() -> None:
         action="store_true",
         help="with --copy-relations: a read's relation is a stored one or one of the names (not the user's words)",
     )
+    ap.add_argument(
+        "--read-relation-words",
+        action="store_true",
+        help="with --copy-relations: a read's relation decoded free, then the stored one sharing its content words",
+    )
     ap.add_argument("--out", default="open_relations")
     ap.add_argument("--seeds-table", action="store_true", help="print the seeds table from the saved JSONs, and stop")
     ap.add_argument("--more-table", action="store_true", help="print 22 against 48 relations from the JSONs, and stop")
@@ -341,7 +347,11 @@ def main() -> None:
         "open_rows": a.open_n,
         "more_relations": a.more_relations,
         "copy_relations": a.copy_relations,
-        "copy_read_relations": "stored" if a.read_relations_stored else a.copy_read_relations,
+        "copy_read_relations": "stored"
+        if a.read_relations_stored
+        else "words"
+        if a.read_relation_words
+        else a.copy_read_relations,
         "five_relations": a.five_relations,
         "data_seed": a.seed,
         "train_seed": train_seed,
@@ -353,7 +363,9 @@ def main() -> None:
     common: dict[str, Any] = dict(index="lsh", copy_names=True, known_names=company_names())
     if a.copy_relations:  # the five relations' names and (without --five-relations) all of Re-DocRED's
         common["relation_names"] = relation_vocabulary(redocred=not a.five_relations)
-        common["read_relations"] = "stored" if a.read_relations_stored else a.copy_read_relations
+        common["read_relations"] = (
+            "stored" if a.read_relations_stored else "words" if a.read_relation_words else a.copy_read_relations
+        )
         result["relation_names"] = len(common["relation_names"])
     for label, adapter in adapters.items():
         gen = cpp_generator("xllamacpp", adapter, tok, None, a.threads, 128)

@@ -19,6 +19,7 @@ controller or generator is asked for them.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import unicodedata
 from dataclasses import dataclass, field
@@ -288,7 +289,8 @@ class RetLLMController:
         self.known_names = tuple(known_names)
         # with `copy_names`: a write's relation is one of these or the user's own words (None: free)
         self.relation_names = None if relation_names is None else tuple(relation_names)
-        # and a read's relation: one of them, a stored one or the user's words ("stored": not the user's words)
+        # and a read's relation: one of them, a stored one or the user's words ("stored": not the user's words;
+        # "words": free, then the stored relation sharing its content words is read)
         self.read_relations = read_relations
         # the sentence stating one fact (None: no known form): an answer after a read then states only the reply's
         # facts, each once, in those words (`chat.copying.StateFacts`; beyond the paper)
@@ -356,6 +358,8 @@ class RetLLMController:
                 )
             if read is None:
                 break
+            if self.read_relations == "words":  # a relation asked in other words than stored: the stored one
+                read = self._relation_by_words(read, trace)
             try:
                 # the trace says which stored phrase stood in for a term
                 if hasattr(self.memory, "read_explained"):
@@ -391,6 +395,19 @@ class RetLLMController:
                 )
             )
         return Turn(answer=api.strip_retllm_calls(generated).strip(), model_text=generated, trace=trace)
+
+    def _relation_by_words(self, read: MemRead, trace: list[dict]) -> MemRead:
+        """The read with its relation replaced by the one stored relation sharing its content words, if any."""
+        from .chat.copying import STORED_CAP, stored_relation_by_words
+
+        s, r, o = read.queries[0]
+        if not r or len(self.memory) > STORED_CAP:
+            return read
+        stored = stored_relation_by_words(r, {t[1] for t in self.memory})
+        if stored is None:
+            return read
+        trace.append({"event": "relation", "asked": r, "read": stored})
+        return dataclasses.replace(read, queries=((s, stored, o), *read.queries[1:]))
 
     def _pause(self, before: str) -> Pause:
         """Where generation stops for the controller: a read query to answer, or (after the turn's text `before`) a

@@ -15,6 +15,7 @@ from test_generation import TOK, ScriptedStep
 from transformers import LogitsProcessorList
 
 from retllm_utils.api import MemWrite, Triple, parse_memllm, parse_retllm, read_query_end
+from retllm_utils.chat.session import trace_lines
 from retllm_utils.controller import ForceThenFree, HFGenerator, RetLLMController, ScriptedGenerator, neutralize
 from retllm_utils.memllm.controller import MemLLMController, neutralize_memllm
 from retllm_utils.memllm.generation import ModelStep
@@ -498,3 +499,27 @@ def test_the_controller_imports_neither_paper_nor_the_chat_extras():
         "assert not bad, bad"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_a_read_asked_in_other_words_reads_the_stored_relation_that_shares_them(memory):
+    # the model asks ">>play with>>" where "plays for" is stored: with read_relations="words" the controller reads
+    # the one stored relation sharing a content word ("play") and says so in the trace; without it, the query as asked
+    def asks(text):
+        done = text.split("<assistant>", 1)[1]
+        return "[MEM_READ{Bo Wu>>play with>>}:" if not done else "ok"
+
+    memory.write_many([("Bo Wu", "plays for", "Ajax"), ("Ann Lee", "lives in", "Lyon")])
+    turns = {
+        mode: RetLLMController(ScriptedGenerator(asks), memory, prompt, read_relations=mode).chat("Bo's team?")
+        for mode in (False, "words")
+    }
+    read = next(e for e in turns["words"].trace if e["event"] == "read")
+    assert read["query"] == ("Bo Wu", "plays for", "") and read["results"] == [("Bo Wu", "plays for", "Ajax")]
+    assert {"event": "relation", "asked": "play with", "read": "plays for"} in turns["words"].trace
+    assert "  controller      : reads 'play with' as the stored 'plays for'" in trace_lines(
+        "Bo's team?", turns["words"]
+    )
+    assert next(e for e in turns[False].trace if e["event"] == "read")["query"] == ("Bo Wu", "play with", "")
+    memory.write("Cy Ng", "played against", "Ajax")  # two stored relations share "play": no guess
+    turn = RetLLMController(ScriptedGenerator(asks), memory, prompt, read_relations="words").chat("Bo's team?")
+    assert next(e for e in turn.trace if e["event"] == "read")["query"] == ("Bo Wu", "play with", "")

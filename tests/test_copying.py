@@ -13,10 +13,12 @@ from retllm_utils.chat.copying import (
     _open_term,
     allowed_terms,
     answer_continuations,
+    content_stems,
     invented_terms,
     known_near,
     recased,
     slips_of_known,
+    stored_relation_by_words,
     user_spans,
 )
 from retllm_utils.controller import HFGenerator, RetLLMController
@@ -303,3 +305,15 @@ def test_prefer_known_leaves_only_the_known_spelling():
         "lg": {"LG"},
         "Nokia": {"Nokia"},
     }
+
+
+def test_a_relation_in_other_words_finds_the_one_stored_relation_sharing_a_content_word():
+    assert content_stems("is living in") == content_stems("lives in") == {"liv"}
+    assert content_stems("studies at") == content_stems("studied at") and content_stems("is in") == frozenset()
+    stored = {"lives in", "was born in", "plays for", "founder of", "is married to"}
+    assert stored_relation_by_words("is born in", stored) == "was born in"
+    assert stored_relation_by_words("founded", stored) == "founder of"
+    assert stored_relation_by_words("lives in", stored) is None  # stored as asked
+    assert stored_relation_by_words("is in", stored) is None  # no content word
+    assert stored_relation_by_words("works for", stored) is None  # none shares one
+    assert stored_relation_by_words("play with", stored | {"played against"}) is None  # two do: no guess

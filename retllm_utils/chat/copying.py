@@ -130,7 +130,8 @@ def allowed_terms(
     living in"); None leaves relations free. `read_relations`: a read's relation too is one of them, a stored relation
     or the user's words (or empty), so a question asks for what the memory holds ("lives in", not "is living in");
     `read_relations="stored"`: one of `relations` or a stored relation (or empty), not the user's words, whose spans
-    let a read's relation run on into a name; a memory over `cap` leaves it free."""
+    let a read's relation run on into a name; a memory over `cap` leaves it free; `read_relations="words"`: free
+    (`RetLLMController` then asks for the stored relation that shares its content words, `stored_relation_by_words`)."""
     raw = user_spans(user_text)
     slips = slips_of_known(raw, known)
     spans = raw | {recased(s) for s in raw} | {k for names in slips.values() for k in names}
@@ -143,7 +144,9 @@ def allowed_terms(
             stored.update((s, o))
             stored_rels.add(r)
     rels = frozenset(raw | set(relations)) if relations is not None else frozenset()
-    if read_relations == "stored":
+    if read_relations == "words":  # decoded free; the controller maps the read's relation afterwards
+        read_rels = frozenset()
+    elif read_relations == "stored":
         known_memory = memory is None or len(memory) <= cap
         read_rels = frozenset(set(relations or ()) | stored_rels | {""}) if known_memory else frozenset()
     else:
@@ -151,6 +154,43 @@ def allowed_terms(
     return AllowedTerms(
         write=frozenset(spans), read=frozenset(spans | stored), relations=rels, read_relations=read_rels
     )
+
+
+# words a relation phrase shares without saying which relation it is: auxiliaries, articles, prepositions
+_FUNCTION_WORDS = frozenset(
+    "a an the is was are were be been being am has have had do does did of in on at to for with by from as into".split()
+)
+
+
+_SUFFIXES = (("ies", "y"), ("ied", "y"), ("ing", ""), ("ed", ""), ("es", ""), ("er", ""), ("or", ""), ("s", ""))
+
+
+def _stem(word: str) -> str:
+    """A word without its inflection or agent ending ("live", "lives", "living" -> "liv"; "studied" -> "study";
+    "founder", "founded" -> "found")."""
+    w = word.lower()
+    for end, repl in _SUFFIXES:
+        if w.endswith(end) and len(w) - len(end) >= 3:
+            w = w[: -len(end)] + repl
+            break
+    return w[:-1] if w.endswith("e") and len(w) > 3 else w
+
+
+def content_stems(relation: str) -> frozenset[str]:
+    """The stems of a relation phrase's content words: what two wordings of one relation share."""
+    return frozenset(_stem(w) for w in re.findall(r"[A-Za-z]+", relation) if w.lower() not in _FUNCTION_WORDS)
+
+
+def stored_relation_by_words(relation: str, stored: Iterable[str]) -> str | None:
+    """The one stored relation that shares a content word with a read's `relation` ("is living in" -> "lives in",
+    "play with" -> "plays for"), or None: the relation is stored as asked, shares no content word, or shares one with
+    several stored relations (no guess)."""
+    stored = set(stored)
+    mine = content_stems(relation)
+    if not mine or relation in stored:
+        return None
+    hits = [r for r in stored if content_stems(r) & mine]
+    return hits[0] if len(hits) == 1 else None
 
 
 _OPENERS = (RETLLM_WRITE_OPEN, RETLLM_READ_OPEN)

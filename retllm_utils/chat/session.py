@@ -37,6 +37,8 @@ def trace_lines(user: str, turn: Turn) -> list[str]:
             lines.append(f"  LLM → controller : {e['text']}")
         elif e["event"] == "write":
             lines.append(f"  controller → memory: write {tuple(e['triple'])}{'' if e['new'] else ' (already stored)'}")
+        elif e["event"] == "relation":  # a read asked in other words than stored (RetLLMController)
+            lines.append(f"  controller      : reads {e['asked']!r} as the stored {e['read']!r}")
         elif e["event"] == "read":
             lines.append(f"  memory → LLM    : {[tuple(t) for t in e['results']]}")
         elif e["event"] == "error":

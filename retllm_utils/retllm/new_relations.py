@@ -49,7 +49,7 @@ def evaluate_new_relations(
     copy_names: bool = True,
     known_names: Sequence[str] = (),
     relation_names: Sequence[str] | None = None,
-    read_relations: bool = False,
+    read_relations: bool | str = False,
     desc: str = "new relations",
     generator: Any = None,
     prompt_fn: Any = None,
