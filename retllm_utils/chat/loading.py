@@ -122,7 +122,7 @@ def load_retllm(
         copy_names=True,
         known_names=company_names(),  # names a call may copy when the user misspells one
         relation_names=relation_vocabulary(),  # a write's relation: the five relations' names or the user's words
-        read_relations="words",  # a read's relation in other words: the stored one sharing them ("play with")
+        read_relations="words",  # a read's relation in other words: the stored one sharing a content word
         answer_form=answer_form,
     )
     controllers = {"trained": trained_ctl, "base": controllers["base"]}
