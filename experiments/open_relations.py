@@ -341,17 +341,15 @@ def main() -> None:
     adapters = {"committed (notebook 02)": ROOT / a.committed, new: out_dir}
     if a.skip_committed:
         del adapters["committed (notebook 02)"]
+    # a read's relation: held ("stored", or True: the names, stored or the user's words), matched by words, or free
+    read_mode = "stored" if a.read_relations_stored else "words" if a.read_relation_words else a.copy_read_relations
     result: dict[str, Any] = {
         "experiment": "open_relations",
         "decoding": "xllamacpp, adapter merged (Q8_0), names copied, answers state reply facts, lsh index",
         "open_rows": a.open_n,
         "more_relations": a.more_relations,
         "copy_relations": a.copy_relations,
-        "copy_read_relations": "stored"
-        if a.read_relations_stored
-        else "words"
-        if a.read_relation_words
-        else a.copy_read_relations,
+        "copy_read_relations": read_mode,
         "five_relations": a.five_relations,
         "data_seed": a.seed,
         "train_seed": train_seed,
@@ -363,9 +361,7 @@ def main() -> None:
     common: dict[str, Any] = dict(index="lsh", copy_names=True, known_names=company_names())
     if a.copy_relations:  # the five relations' names and (without --five-relations) all of Re-DocRED's
         common["relation_names"] = relation_vocabulary(redocred=not a.five_relations)
-        common["read_relations"] = (
-            "stored" if a.read_relations_stored else "words" if a.read_relation_words else a.copy_read_relations
-        )
+        common["read_relations"] = read_mode
         result["relation_names"] = len(common["relation_names"])
     for label, adapter in adapters.items():
         gen = cpp_generator("xllamacpp", adapter, tok, None, a.threads, 128)
