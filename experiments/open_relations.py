@@ -284,6 +284,13 @@ def main() -> None:
         action="store_true",
         help="with --copy-relations: a read's relation decoded free, then the stored one sharing its content words",
     )
+    ap.add_argument(
+        "--read-relation-likely",
+        action="store_true",
+        help="as --read-relation-words, then a relation stored nowhere and not one of the names is replaced by the "
+        "likeliest whole call among the read's entity's stored relations and none "
+        "(`RetLLMController(read_relations='likely')`)",
+    )
     ap.add_argument("--out", default="open_relations")
     ap.add_argument("--seeds-table", action="store_true", help="print the seeds table from the saved JSONs, and stop")
     ap.add_argument("--more-table", action="store_true", help="print 22 against 48 relations from the JSONs, and stop")
@@ -342,7 +349,15 @@ def main() -> None:
     if a.skip_committed:
         del adapters["committed (notebook 02)"]
     # a read's relation: held ("stored", or True: the names, stored or the user's words), matched by words, or free
-    read_mode = "stored" if a.read_relations_stored else "words" if a.read_relation_words else a.copy_read_relations
+    read_mode = (
+        "stored"
+        if a.read_relations_stored
+        else "words"
+        if a.read_relation_words
+        else "likely"
+        if a.read_relation_likely
+        else a.copy_read_relations
+    )
     result: dict[str, Any] = {
         "experiment": "open_relations",
         "decoding": "xllamacpp, adapter merged (Q8_0), names copied, answers state reply facts, lsh index",

@@ -194,6 +194,22 @@ class HFGenerator:
         )
         return self._done(text, prompt_ids, out[0, ids.shape[1] :].tolist())
 
+    @torch.no_grad()
+    def score(self, text: str, continuations: Sequence[str]) -> list[float]:
+        """Each continuation's log-probability after `text` (its tokens' sum), the prefix run once: the controller
+        ranks whole read calls with it (`RetLLMController(read_relations="likely")`)."""
+        from .memllm.generation import forward_cached  # the KV-cache argument under its name in this transformers
+
+        rows, cache = forward_cached(self.model, self.tokenizer(text, add_special_tokens=False)["input_ids"])
+        last, result = rows[-1:], []
+        for cont in continuations:
+            new = self.tokenizer(cont, add_special_tokens=False)["input_ids"]
+            rows, cache = forward_cached(self.model, new, cache)
+            cache.crop(-len(new))  # back to the prefix for the next continuation
+            logp = torch.cat([last, rows[:-1]]).float().log_softmax(-1)
+            result.append(float(logp[torch.arange(len(new)), torch.tensor(new)].sum()))
+        return result
+
     def _prompt(self, text: str | tuple[str, ...]) -> tuple[str, list[int]]:
         """(the text, its token ids): a tuple's pieces tokenized one by one, else `_ids`."""
         if isinstance(text, tuple):
@@ -256,6 +272,11 @@ class Turn:
     trace: list[dict] = field(default_factory=list)  # {"event": "write"|"read"|"skip"|"error"|"model", ...}
 
 
+def _text(text: str | tuple[str, ...]) -> str:
+    """A prompt given as pieces, as one string."""
+    return text if isinstance(text, str) else "".join(text)
+
+
 def error_event(message: str, text: Any, cause: str) -> dict:
     """A trace event for a call that failed: the turn goes on, the user never sees an exception. `cause`: "parse"
     (the model's call is malformed), "memory" (the memory refused or failed) or "cap" (`max_writes` reached)."""
@@ -290,7 +311,8 @@ class RetLLMController:
         # with `copy_names`: a write's relation is one of these or the user's own words (None: free)
         self.relation_names = None if relation_names is None else tuple(relation_names)
         # and a read's relation: one of them, a stored one or the user's words ("stored": not the user's words;
-        # "words": free, then the stored relation sharing its content words is read)
+        # "words": free, then the stored relation sharing its content words is read; "likely": as "words", then a
+        # read that finds nothing with a relation stored nowhere and not one of them asks for the entity's likeliest)
         self.read_relations = read_relations
         # the sentence stating one fact (None: no known form): an answer after a read then states only the reply's
         # facts, each once, in those words (`chat.copying.StateFacts`; beyond the paper)
@@ -338,6 +360,7 @@ class RetLLMController:
                 cont = cont[: api.read_query_end(cont, read)]
                 calls = [c for c in calls if c.start < read.start] + [read]
             trace.append({"event": "model", "text": cont})
+            call_at = len(generated) + (read.start if read is not None else 0)  # where the read call begins
             generated += cont
             for c in calls:
                 if isinstance(c, MemWrite):
@@ -358,30 +381,12 @@ class RetLLMController:
                 )
             if read is None:
                 break
-            if self.read_relations == "words":  # a relation asked in other words than stored: the stored one
+            if self.read_relations in ("words", "likely"):  # a relation asked in other words: the stored one
                 read = self._relation_by_words(read, trace)
-            try:
-                # the trace says which stored phrase stood in for a term
-                if hasattr(self.memory, "read_explained"):
-                    res = self.memory.read_explained(read.queries[0])
-                    results, subs = list(res.matches), [s._asdict() for s in res.substitutions]
-                else:
-                    results, subs = list(self.memory.read(read.queries[0])), []
-            except Exception as e:  # the model gets an empty reply, the trace the reason
-                trace.append(error_event(str(e), read, "memory"))
-                results = []
-            else:
-                dropped = max(len(results) - self.max_results, 0) if self.max_results is not None else 0
-                results = results[dropped:]  # the newest writes (results come in write order)
-                trace.append(
-                    {
-                        "event": "read",
-                        "query": read.queries[0],
-                        "results": results,
-                        "dropped": dropped,
-                        "substitutions": subs,
-                    }
-                )
+            results = self._read(read, trace)
+            if self.read_relations == "likely" and not results:  # nothing found, fuzzy included: asked again with
+                again = self._relation_by_likelihood(read, _text(context) + generated[:call_at], trace)  # a stored
+                results = self._read(again, trace) if again is not read else results  # relation, if it was unknown
             generated += api.format_retllm_read_reply(results)
             answer = self._answer_sentences(results)
             if ended:
@@ -396,6 +401,26 @@ class RetLLMController:
             )
         return Turn(answer=api.strip_retllm_calls(generated).strip(), model_text=generated, trace=trace)
 
+    def _read(self, read: MemRead, trace: list[dict]) -> list[Triple]:
+        """The memory's reply to a read (at most `max_results`, the newest), a "read" event in the trace; a memory
+        failure is an "error" event and an empty reply."""
+        try:
+            # the trace says which stored phrase stood in for a term
+            if hasattr(self.memory, "read_explained"):
+                res = self.memory.read_explained(read.queries[0])
+                results, subs = list(res.matches), [s._asdict() for s in res.substitutions]
+            else:
+                results, subs = list(self.memory.read(read.queries[0])), []
+        except Exception as e:  # the model gets an empty reply, the trace the reason
+            trace.append(error_event(str(e), read, "memory"))
+            return []
+        dropped = max(len(results) - self.max_results, 0) if self.max_results is not None else 0
+        results = results[dropped:]  # the newest writes (results come in write order)
+        trace.append(
+            {"event": "read", "query": read.queries[0], "results": results, "dropped": dropped, "substitutions": subs}
+        )
+        return results
+
     def _relation_by_words(self, read: MemRead, trace: list[dict]) -> MemRead:
         """The read with its relation replaced by the one stored relation sharing its content words, if any."""
         from .chat.copying import STORED_CAP, stored_relation_by_words
@@ -408,6 +433,25 @@ class RetLLMController:
             return read
         trace.append({"event": "relation", "asked": r, "read": stored})
         return dataclasses.replace(read, queries=((s, stored, o), *read.queries[1:]))
+
+    def _relation_by_likelihood(self, read: MemRead, before: str, trace: list[dict]) -> MemRead:
+        """A read that found nothing (not even a fuzzy match) with a relation the memory holds nowhere, and which is
+        no name of `relation_names` (a known relation not stored is a true no-match), asks again for the relation
+        stored for its subject (or object) that makes the likeliest whole call, or for none; whole calls, because a
+        greedy hold token by token runs a read that starts "is" into any stored "is ..." relation."""
+        from .chat.copying import STORED_CAP
+
+        s, r, o = read.queries[0]
+        if not r or not (s or o) or len(self.memory) > STORED_CAP or not hasattr(self.generator, "score"):
+            return read
+        facts = [t for t in self.memory if (not s or t[0] == s) and (not o or t[2] == o)]
+        if not facts or r in {t[1] for t in self.memory} or r in (self.relation_names or ()):
+            return read
+        relations = [*sorted({t[1] for t in facts}), ""]
+        logp = self.generator.score(before, [api.format_retllm_read_query((s, c, o)) for c in relations])
+        best = relations[max(range(len(relations)), key=logp.__getitem__)]
+        trace.append({"event": "relation", "asked": r, "read": best, "by": "likelihood"})
+        return dataclasses.replace(read, queries=((s, best, o), *read.queries[1:]))
 
     def _pause(self, before: str) -> Pause:
         """Where generation stops for the controller: a read query to answer, or (after the turn's text `before`) a

@@ -501,6 +501,82 @@ def test_the_controller_imports_neither_paper_nor_the_chat_extras():
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
+class _ScoredScript(ScriptedGenerator):
+    """A scripted model that also ranks whole continuations, by a table of log-probabilities (unlisted: -50)."""
+
+    def __init__(self, respond, logp):
+        super().__init__(respond)
+        self.logp, self.scored = logp, []
+
+    def score(self, text, continuations):
+        self.scored.append((text, list(continuations)))
+        return [self.logp.get(c, -50.0) for c in continuations]
+
+
+def test_a_read_relation_stored_nowhere_asks_for_the_likeliest_of_the_entitys_relations(memory):
+    # "is in" is stored nowhere and shares no content word with "lives in": with read_relations="likely" the
+    # controller ranks the call with each relation stored for Bo Wu and with none, and reads the likeliest
+    def asks(text):
+        done = text.split("<assistant>", 1)[1]
+        return "[MEM_READ{Bo Wu>>is in>>}:" if not done else "ok"
+
+    memory.write_many([("Bo Wu", "lives in", "Lyon"), ("Bo Wu", "plays for", "Ajax"), ("Ann Lee", "owns", "Lyon")])
+    logp = {"[MEM_READ{Bo Wu>>lives in>>}:": -2.0, "[MEM_READ{Bo Wu>>plays for>>}:": -3.0}
+    gen = _ScoredScript(asks, logp)
+    turn = RetLLMController(gen, memory, prompt, read_relations="likely").chat("Where is Bo Wu?")
+    first, read = (e for e in turn.trace if e["event"] == "read")  # as asked (nothing found), then as ranked
+    assert first["query"] == ("Bo Wu", "is in", "") and first["results"] == []
+    assert read["query"] == ("Bo Wu", "lives in", "") and read["results"] == [("Bo Wu", "lives in", "Lyon")]
+    assert {"event": "relation", "asked": "is in", "read": "lives in", "by": "likelihood"} in turn.trace
+    ((text, calls),) = gen.scored  # ranked once, after the prompt, over Bo Wu's relations (not "owns") and none
+    assert text == prompt("Where is Bo Wu?") and calls == [
+        "[MEM_READ{Bo Wu>>lives in>>}:",
+        "[MEM_READ{Bo Wu>>plays for>>}:",
+        "[MEM_READ{Bo Wu>>>>}:",
+    ]
+    assert "  controller      : reads 'is in' as the stored 'lives in' (the likelier call)" in trace_lines(
+        "Where is Bo Wu?", turn
+    )
+    # none is likelier: every fact of Bo Wu is read, and the trace says so
+    gen = _ScoredScript(asks, {**logp, "[MEM_READ{Bo Wu>>>>}:": -1.0})
+    turn = RetLLMController(gen, memory, prompt, read_relations="likely").chat("Where is Bo Wu?")
+    assert [e for e in turn.trace if e["event"] == "read"][-1]["query"] == ("Bo Wu", "", "")
+    assert "  controller      : reads 'is in' as any relation (the likelier call)" in trace_lines("x", turn)
+    # a read that finds something as asked (here a fuzzy match of "lives at" to "lives in") is not ranked
+    gen = _ScoredScript(lambda t: "[MEM_READ{Bo Wu>>lives at>>}:" if not t.split("<assistant>", 1)[1] else "ok", logp)
+    turn = RetLLMController(gen, memory, prompt, read_relations="likely").chat("Where does Bo Wu live?")
+    (read,) = (e for e in turn.trace if e["event"] == "read")
+    assert read["results"] == [("Bo Wu", "lives in", "Lyon")] and gen.scored == []
+
+    # nothing ranked: a relation stored (for anyone), a known relation name stored nowhere (a true no-match), an
+    # entity with no facts, or read_relations="words"
+    def reads(call):
+        return lambda text: call if not text.split("<assistant>", 1)[1] else "ok"
+
+    for call, mode in (
+        ("[MEM_READ{Bo Wu>>owns>>}:", "likely"),
+        ("[MEM_READ{Bo Wu>>employed by>>}:", "likely"),
+        ("[MEM_READ{Cy Ng>>is in>>}:", "likely"),
+        ("[MEM_READ{Bo Wu>>is in>>}:", "words"),
+    ):
+        gen = _ScoredScript(reads(call), logp)
+        ctl = RetLLMController(gen, memory, prompt, relation_names=["employed by"], read_relations=mode)
+        turn = ctl.chat("Where is Bo Wu?")
+        assert gen.scored == [] and not any(e["event"] == "relation" for e in turn.trace)
+
+
+@pytest.mark.model
+def test_generator_scores_a_continuation_as_the_sum_of_its_tokens_log_probabilities(smol):
+    model, tok = smol
+    text, conts = chat_prompt(tok, "Where does Ann Lee live?"), ["[MEM_READ{Ann Lee>>lives in>>}:", "Lyon."]
+    got = HFGenerator(model, tok).score(text, conts)
+    for cont, logp in zip(conts, got):
+        a, b = (tok(x, add_special_tokens=False)["input_ids"] for x in (text, cont))
+        with torch.no_grad():
+            rows = model(torch.tensor([a + b])).logits[0].float().log_softmax(-1)
+        assert logp == pytest.approx(sum(float(rows[len(a) - 1 + i, t]) for i, t in enumerate(b)), abs=1e-3)
+
+
 def test_a_read_asked_in_other_words_reads_the_stored_relation_that_shares_them(memory):
     # the model asks ">>play with>>" where "plays for" is stored: with read_relations="words" the controller reads
     # the one stored relation sharing a content word ("play") and says so in the trace; without it, the query as asked

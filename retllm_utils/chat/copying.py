@@ -130,8 +130,9 @@ def allowed_terms(
     living in"); None leaves relations free. `read_relations`: a read's relation too is one of them, a stored relation
     or the user's words (or empty), so a question asks for what the memory holds ("lives in", not "is living in");
     `read_relations="stored"`: one of `relations` or a stored relation (or empty), not the user's words, whose spans
-    let a read's relation run on into a name; a memory over `cap` leaves it free; `read_relations="words"`: free
-    (`RetLLMController` then asks for the stored relation that shares its content words, `stored_relation_by_words`)."""
+    let a read's relation run on into a name; a memory over `cap` leaves it free; `read_relations="words"` or
+    `"likely"`: free (`RetLLMController` then asks for the stored relation that shares its content words,
+    `stored_relation_by_words`, and with "likely" for the likeliest of the read's stored relations)."""
     raw = user_spans(user_text)
     slips = slips_of_known(raw, known)
     spans = raw | {recased(s) for s in raw} | {k for names in slips.values() for k in names}
@@ -144,7 +145,7 @@ def allowed_terms(
             stored.update((s, o))
             stored_rels.add(r)
     rels = frozenset(raw | set(relations)) if relations is not None else frozenset()
-    if read_relations == "words":  # decoded free; the controller maps the read's relation afterwards
+    if read_relations in ("words", "likely"):  # decoded free; the controller maps the read's relation afterwards
         read_rels = frozenset()
     elif read_relations == "stored":
         known_memory = memory is None or len(memory) <= cap

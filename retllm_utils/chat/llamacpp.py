@@ -159,6 +159,21 @@ class LlamaCppGenerator(HFGenerator):
             self._advance(ids)
         return self._done(text, prompt_ids, new)
 
+    def score(self, text: str, continuations: Sequence[str]) -> list[float]:
+        """As `HFGenerator.score`: the prefix evaluated once (its cache kept), each continuation token by token."""
+        prefix = self.tokenizer(text, add_special_tokens=False)["input_ids"]
+        self._feed(prefix)
+        last, result = self._logits(), []
+        for cont in continuations:
+            new, rows = self.tokenizer(cont, add_special_tokens=False)["input_ids"], [last]
+            for token in new[:-1]:
+                self.model.eval([token])
+                rows.append(self._logits())
+            self.model.n_tokens = len(prefix)  # the next eval drops this continuation from the cache
+            logp = torch.cat(rows).float().log_softmax(-1)
+            result.append(float(logp[torch.arange(len(new)), torch.tensor(new)].sum()))
+        return result
+
     def _advance(self, ids: list[int]) -> None:
         """Evaluate the token just chosen (the last of `ids`), so `_logits` gives the next position's."""
         self.model.eval(ids[-1:])

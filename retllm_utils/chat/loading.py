@@ -122,7 +122,9 @@ def load_retllm(
         copy_names=True,
         known_names=company_names(),  # names a call may copy when the user misspells one
         relation_names=relation_vocabulary(),  # a write's relation: the five relations' names or the user's words
-        read_relations="words",  # a read's relation in other words: the stored one sharing a content word
+        # a read's relation in other words: the stored one sharing a content word, else (a relation stored nowhere,
+        # not one of the five names) the likeliest call among its entity's stored relations or none
+        read_relations="likely",
         answer_form=answer_form,
     )
     controllers = {"trained": trained_ctl, "base": controllers["base"]}
