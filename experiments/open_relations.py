@@ -287,8 +287,8 @@ def main() -> None:
     ap.add_argument(
         "--read-relation-likely",
         action="store_true",
-        help="as --read-relation-words, then a relation stored nowhere and not one of the names is replaced by the "
-        "likeliest whole call among the read's entity's stored relations and none "
+        help="as --read-relation-words, then a read that finds nothing, its relation stored nowhere and not one of "
+        "the names, is asked again with the likeliest whole call among its entity's stored relations and none "
         "(`RetLLMController(read_relations='likely')`)",
     )
     ap.add_argument("--out", default="open_relations")

@@ -312,7 +312,8 @@ class RetLLMController:
         self.relation_names = None if relation_names is None else tuple(relation_names)
         # and a read's relation: one of them, a stored one or the user's words ("stored": not the user's words;
         # "words": free, then the stored relation sharing its content words is read; "likely": as "words", then a
-        # read that finds nothing with a relation stored nowhere and not one of them asks for the entity's likeliest)
+        # read that finds nothing with a relation stored nowhere and not one of them asks again for the likeliest of
+        # its entity's stored relations, or none, `_relation_by_likelihood`)
         self.read_relations = read_relations
         # the sentence stating one fact (None: no known form): an answer after a read then states only the reply's
         # facts, each once, in those words (`chat.copying.StateFacts`; beyond the paper)
@@ -385,8 +386,9 @@ class RetLLMController:
                 read = self._relation_by_words(read, trace)
             results = self._read(read, trace)
             if self.read_relations == "likely" and not results:  # nothing found, fuzzy included: asked again with
-                again = self._relation_by_likelihood(read, _text(context) + generated[:call_at], trace)  # a stored
-                results = self._read(again, trace) if again is not read else results  # relation, if it was unknown
+                # the entity's likeliest stored relation or none, if the relation is stored nowhere and not a name
+                again = self._relation_by_likelihood(read, _text(context) + generated[:call_at], trace)
+                results = self._read(again, trace) if again is not read else results
             generated += api.format_retllm_read_reply(results)
             answer = self._answer_sentences(results)
             if ended:
@@ -437,8 +439,9 @@ class RetLLMController:
     def _relation_by_likelihood(self, read: MemRead, before: str, trace: list[dict]) -> MemRead:
         """A read that found nothing (not even a fuzzy match) with a relation the memory holds nowhere, and which is
         no name of `relation_names` (a known relation not stored is a true no-match), asks again for the relation
-        stored for its subject (or object) that makes the likeliest whole call, or for none; whole calls, because a
-        greedy hold token by token runs a read that starts "is" into any stored "is ..." relation."""
+        stored for its subject (or object; both, exactly, when both are given) that makes the likeliest whole call, or
+        for none; whole calls, because a greedy hold token by token runs a read that starts "is" into any stored "is
+        ..." relation. Skipped over `STORED_CAP` facts or with a generator that cannot `score`."""
         from .chat.copying import STORED_CAP
 
         s, r, o = read.queries[0]

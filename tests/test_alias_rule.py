@@ -134,8 +134,10 @@ def test_learned_rule_refits_to_the_committed_coefficients(committed, kit_minilm
     refit = alias_rule.learned_rule(cal, cal[:0], MINILM_THRESHOLDS, bounds=tuple(committed["points"][:-1]))
     fit, done = refit["setups"]["path"]["fits"]["subject"], committed["setups"]["path"]["fits"]["subject"]
     assert list(fit["coefficients"]) == list(alias_rule.PAIR_FEATURES)
-    assert list(fit["coefficients"].values()) == pytest.approx(list(done["coefficients"].values()), abs=1e-6)
-    assert fit["intercept"] == pytest.approx(done["intercept"], abs=1e-6)
+    # the solver stops at its tolerance, so another CPU's rounding moves the fit slightly: an Intel Xeon refit one
+    # coefficient 1.3e-6 away from the AMD EPYC's committed one (a changed feature or data set moves it by far more)
+    assert list(fit["coefficients"].values()) == pytest.approx(list(done["coefficients"].values()), abs=1e-5)
+    assert fit["intercept"] == pytest.approx(done["intercept"], abs=1e-5)
     assert fit["thresholds"] == pytest.approx(done["thresholds"], abs=1e-6)
     # and the subjects' rows on the calibration documents, as committed
     assert (

@@ -534,14 +534,14 @@ def test_a_read_relation_stored_nowhere_asks_for_the_likeliest_of_the_entitys_re
         "[MEM_READ{Bo Wu>>plays for>>}:",
         "[MEM_READ{Bo Wu>>>>}:",
     ]
-    assert "  controller      : reads 'is in' as the stored 'lives in' (the likelier call)" in trace_lines(
+    assert "  controller      : reads 'is in' as the stored 'lives in' (the likeliest call)" in trace_lines(
         "Where is Bo Wu?", turn
     )
     # none is likelier: every fact of Bo Wu is read, and the trace says so
     gen = _ScoredScript(asks, {**logp, "[MEM_READ{Bo Wu>>>>}:": -1.0})
     turn = RetLLMController(gen, memory, prompt, read_relations="likely").chat("Where is Bo Wu?")
     assert [e for e in turn.trace if e["event"] == "read"][-1]["query"] == ("Bo Wu", "", "")
-    assert "  controller      : reads 'is in' as any relation (the likelier call)" in trace_lines("x", turn)
+    assert "  controller      : reads 'is in' as any relation (the likeliest call)" in trace_lines("x", turn)
     # a read that finds something as asked (here a fuzzy match of "lives at" to "lives in") is not ranked
     gen = _ScoredScript(lambda t: "[MEM_READ{Bo Wu>>lives at>>}:" if not t.split("<assistant>", 1)[1] else "ok", logp)
     turn = RetLLMController(gen, memory, prompt, read_relations="likely").chat("Where does Bo Wu live?")

@@ -132,7 +132,8 @@ def allowed_terms(
     `read_relations="stored"`: one of `relations` or a stored relation (or empty), not the user's words, whose spans
     let a read's relation run on into a name; a memory over `cap` leaves it free; `read_relations="words"` or
     `"likely"`: free (`RetLLMController` then asks for the stored relation that shares its content words,
-    `stored_relation_by_words`, and with "likely" for the likeliest of the read's stored relations)."""
+    `stored_relation_by_words`, and with "likely", after a read that found nothing with a relation stored nowhere
+    and not one of `relations`, for the likeliest of the relations stored for its subject or object, or none)."""
     raw = user_spans(user_text)
     slips = slips_of_known(raw, known)
     spans = raw | {recased(s) for s in raw} | {k for names in slips.values() for k in names}

@@ -122,8 +122,9 @@ def load_retllm(
         copy_names=True,
         known_names=company_names(),  # names a call may copy when the user misspells one
         relation_names=relation_vocabulary(),  # a write's relation: the five relations' names or the user's words
-        # a read's relation in other words: the stored one sharing a content word, else (a relation stored nowhere,
-        # not one of the five names) the likeliest call among its entity's stored relations or none
+        # a read's relation in other words: the stored one sharing a content word; a read that then finds nothing,
+        # its relation stored nowhere and not one of the five names: again, the likeliest call among its entity's
+        # stored relations or none
         read_relations="likely",
         answer_form=answer_form,
     )

@@ -39,7 +39,7 @@ def trace_lines(user: str, turn: Turn) -> list[str]:
             lines.append(f"  controller → memory: write {tuple(e['triple'])}{'' if e['new'] else ' (already stored)'}")
         elif e["event"] == "relation" and e.get("by") == "likelihood":  # the likelier whole read call
             read = f"the stored {e['read']!r}" if e["read"] else "any relation"
-            lines.append(f"  controller      : reads {e['asked']!r} as {read} (the likelier call)")
+            lines.append(f"  controller      : reads {e['asked']!r} as {read} (the likeliest call)")
         elif e["event"] == "relation":  # a read asked in other words than stored (RetLLMController)
             lines.append(f"  controller      : reads {e['asked']!r} as the stored {e['read']!r}")
         elif e["event"] == "read":
