@@ -28,6 +28,10 @@ same number of rows, the same held-out relations); `--more-table` prints 22 agai
 (`--five-relations`: the five only, the build's vocabulary; `--copy-read-relations`: a read's relation held too;
 `--read-relations-stored`: a read's relation held to a stored relation or the names, not the user's words;
 `--read-relation-words`: a read's relation decoded free, then the stored one sharing its content words is read).
+`--n-train N` builds the wide rows with N synthetic training rows instead of the cpu profile's (in memory; the
+evaluation splits do not depend on it); `--free-answers` also scores the test and paraphrase splits with answers the
+model writes itself (notebook 03's free-answer passes, here on the whole splits); `--scale-table` prints notebook
+02's rows against 2,100 synthetic rows with 360 and 500 open rows (SCALE_RUNS) from the saved JSONs.
 """
 
 from __future__ import annotations
@@ -175,6 +179,27 @@ MORE_ROWS = (  # SPREAD_ROWS with the held-out statements' every fact and relati
 )
 
 
+SCALE_RUNS = {  # notebook 02's rows (1,500 synthetic + 360 open), 2,100 synthetic rows, and 2,100 + 500 open; seed 0
+    "1,500 + 360 open (notebook 02)": ("open_relations_ntrain2100", "committed (notebook 02)"),
+    "2,100 + 360 open": ("open_relations_ntrain2100", "with open relations"),
+    "2,100 + 500 open": ("open_relations_ntrain2100_open500", "with open relations"),
+}
+
+
+SCALE_ROWS = (  # MORE_ROWS with the test split's read calls per type, Re-DocRED's read back and the free answers
+    *MORE_ROWS,
+    *(
+        (f"test split: read call exact, ({q})", ["test", "scores", q, "api_em"])
+        for q in ("per", "per_org", "per_rel", "org", "rel", "org_rel")
+    ),
+    ("Re-DocRED held-out relations: read back", ["Re-DocRED held-out relations", "per_relation", "all", "answer_ok"]),
+    ("test split, free answers: answers (facts)", ["test, free answer", "scores", "all", "facts_acc"]),
+    ("test split, free answers: invented", ["test, free answer", "scores", "all", "invented_rate"]),
+    ("paraphrase split, free answers: answers (facts)", ["paraphrase, free answer", "scores", "all", "facts_acc"]),
+    ("paraphrase split, free answers: invented", ["paraphrase, free answer", "scores", "all", "invented_rate"]),
+)
+
+
 def spread_markdown(
     runs: dict[str, tuple[dict[str, Any], str]], means: dict[str, list[str]] | None = None, rows=SPREAD_ROWS
 ) -> str:
@@ -231,6 +256,12 @@ def more_table() -> str:
     runs = {label: (json.loads((RESULTS / f"{f}.json").read_text()), name) for label, (f, name) in MORE_RUNS.items()}
     groups = {g: [c for c in runs if c.startswith(g)] for g in ("22 relations", "48 relations")}
     return spread_markdown(runs, groups, MORE_ROWS)
+
+
+def scale_table() -> str:
+    """experiments/README.md's table of more synthetic (and open) training rows, from the committed JSONs."""
+    runs = {label: (json.loads((RESULTS / f"{f}.json").read_text()), name) for label, (f, name) in SCALE_RUNS.items()}
+    return spread_markdown(runs, rows=SCALE_ROWS)
 
 
 def main() -> None:
@@ -291,12 +322,19 @@ def main() -> None:
         "the names, is asked again with the likeliest whole call among its entity's stored relations and none "
         "(`RetLLMController(read_relations='likely')`)",
     )
+    ap.add_argument(
+        "--n-train", type=int, default=None, help="synthetic training rows of the wide build (default: the profile's)"
+    )
+    ap.add_argument(
+        "--free-answers", action="store_true", help="also score the test and paraphrase splits with free answers"
+    )
     ap.add_argument("--out", default="open_relations")
     ap.add_argument("--seeds-table", action="store_true", help="print the seeds table from the saved JSONs, and stop")
     ap.add_argument("--more-table", action="store_true", help="print 22 against 48 relations from the JSONs, and stop")
+    ap.add_argument("--scale-table", action="store_true", help="print the training-size table from the JSONs, and stop")
     a = ap.parse_args()
-    if a.seeds_table or a.more_table:
-        print(seeds_table() if a.seeds_table else more_table())
+    if a.seeds_table or a.more_table or a.scale_table:
+        print(seeds_table() if a.seeds_table else more_table() if a.more_table else scale_table())
         return
 
     import torch
@@ -318,6 +356,14 @@ def main() -> None:
     train_seed = a.seed if a.train_seed is None else a.train_seed
     config = RetLLMConfig.for_profile("cpu", seed=train_seed, phrasings="wide")
     dd = load_synthetic("cpu", a.seed, "wide")
+    if a.n_train is not None:  # more (or fewer) synthetic training rows; every evaluation split stays as built
+        from retllm_utils.retllm.synthetic import make_dataset
+
+        wider = RetLLMConfig.for_profile("cpu", seed=a.seed, phrasings="wide", n_train=a.n_train)
+        dd, built = make_dataset(wider), dd
+        for split in ("test", "paraphrase", "new_relations"):
+            if dd[split].to_list() != built[split].to_list():
+                raise SystemExit(f"--n-train changed the {split} split: this comparison would not be fair")
     people = open_people(RetLLMConfig.for_profile("cpu", seed=a.seed, phrasings="wide"))  # as the build's open rows
     open_train = op.rows(a.open_n, people["train"], held_out=False, seed=a.seed, split="train", more=a.more_relations)
     _, tok = load_model()
@@ -331,6 +377,7 @@ def main() -> None:
         "more_relations": a.more_relations,
         "wide_rows": dd["train"].num_rows,
         "data_seed": a.seed,
+        "n_train": a.n_train,
     }
     meta = train_or_reuse(out_dir, train_ds, config, model_id="smollm2-135m-instruct", tokenizer=tok, info=info).meta
     print(f"trained {meta['train_seconds'] / 60:.1f} min, {meta['steps']} steps, {meta.get('tokens_per_epoch')} tokens")
@@ -366,6 +413,7 @@ def main() -> None:
         "copy_relations": a.copy_relations,
         "copy_read_relations": read_mode,
         "five_relations": a.five_relations,
+        "n_train": a.n_train,
         "data_seed": a.seed,
         "train_seed": train_seed,
         "held_out": list(op.HELD_OUT),
@@ -427,6 +475,14 @@ def main() -> None:
                 }
                 print(label, split, json.dumps(res[split]["scores"].get("all")), flush=True)
                 save()
+                if a.free_answers:  # the same split, the answer in the model's own words (call terms still copied)
+                    t0 = time.perf_counter()
+                    df = evaluate_retllm(
+                        None, tok, list(dd[split]), embedder, state_facts=False, generator=gen, desc=split, **common
+                    )
+                    res[f"{split}, free answer"] = {"seconds": time.perf_counter() - t0, "scores": _scores(df)}
+                    print(label, split, "free", json.dumps(res[f"{split}, free answer"]["scores"].get("all")))
+                    save()
             t0 = time.perf_counter()
             nr = evaluate_new_relations(None, tok, list(dd["new_relations"]), embedder, generator=gen, **common)
             res["Re-DocRED held-out relations"] = {

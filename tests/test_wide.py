@@ -384,3 +384,16 @@ def test_open_people_give_the_builds_open_rows():
     assert built["train"].to_list()[120:] == same_train
     same_test = open_relations.rows(20, people["test"], held_out=True, seed=config.seed, split="open_test")
     assert built["open_relations"].to_list() == same_test
+
+
+def test_more_training_rows_leave_every_evaluation_split_as_it_was(dd, stmts):
+    """A bigger train split (experiments/open_relations.py --n-train) must not move the rows it is scored on."""
+    from retllm_utils.retllm.wide import make_rows
+
+    names = load_names(DATA / "first_names.txt"), load_names(DATA / "last_names.txt")
+    companies = sorted(load_names(DATA / "companies.txt"))
+    small = make_rows(_config(n_train=100, open_rows=8, n_open_test=8), *names, companies, stmts)
+    big = make_rows(_config(n_train=300, open_rows=8, n_open_test=8), *names, companies, stmts)
+    for split in ("validation", "test", "paraphrase", "new_relations", "open_relations"):
+        assert small[split] == big[split], split
+    assert len(big["train"]) == 308 and small["train"] != big["train"][: len(small["train"])]
