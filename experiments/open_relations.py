@@ -19,7 +19,8 @@ whole-sequence recipe (cpu profile), and scores it beside `--committed` on:
 
 `--open-n 360` at seed 0 gives exactly notebook 02's whole-sequence adapter now that notebook 01's build holds the
 open rows (the same rows; the weights are byte-identical). `--open-n 0` leaves the open rows out: the recipe notebook
-02 trained before, whose adapter is the saved JSONs' pass "committed (notebook 02)" (experiments/README.md, Reproduce).
+02 trained before, whose adapter is the saved JSONs' pass "committed (notebook 02)" (experiments/README.md, Reproduce;
+open_relations_ntrain2100.json's pass of that name is notebook 02's current, open-row adapter).
 `--train-seed S` trains on the same rows with another seed (LoRA initialisation, dropout and batch order).
 `--seeds-table` prints experiments/README.md's table of both recipes over three training seeds (SEED_RUNS) from the
 saved JSONs. `--more-relations` trains on 48 relations instead of 22 (`open_relations.MORE_RELATIONS` added; the
@@ -28,10 +29,10 @@ same number of rows, the same held-out relations); `--more-table` prints 22 agai
 (`--five-relations`: the five only, the build's vocabulary; `--copy-read-relations`: a read's relation held too;
 `--read-relations-stored`: a read's relation held to a stored relation or the names, not the user's words;
 `--read-relation-words`: a read's relation decoded free, then the stored one sharing its content words is read).
-`--n-train N` builds the wide rows with N synthetic training rows instead of the cpu profile's (in memory; the
-evaluation splits do not depend on it); `--free-answers` also scores the test and paraphrase splits with answers the
-model writes itself (notebook 03's free-answer passes, here on the whole splits); `--scale-table` prints notebook
-02's rows against 2,100 synthetic rows with 360 and 500 open rows (SCALE_RUNS) from the saved JSONs.
+`--n-train N` builds the wide rows with N training rows (synthetic and Re-DocRED) instead of the cpu profile's (in
+memory; the evaluation splits do not depend on it); `--free-answers` also scores the test and paraphrase splits with
+answers the model writes itself (notebook 03's free-answer passes, here on the whole splits); `--scale-table` prints
+notebook 02's rows against 2,100 rows with 360 and 500 open rows (SCALE_RUNS) from the saved JSONs.
 """
 
 from __future__ import annotations
@@ -179,7 +180,7 @@ MORE_ROWS = (  # SPREAD_ROWS with the held-out statements' every fact and relati
 )
 
 
-SCALE_RUNS = {  # notebook 02's rows (1,500 synthetic + 360 open), 2,100 synthetic rows, and 2,100 + 500 open; seed 0
+SCALE_RUNS = {  # notebook 02's rows (1,500 wide + 360 open), 2,100 wide rows, and 2,100 + 500 open; seed 0
     "1,500 + 360 open (notebook 02)": ("open_relations_ntrain2100", "committed (notebook 02)"),
     "2,100 + 360 open": ("open_relations_ntrain2100", "with open relations"),
     "2,100 + 500 open": ("open_relations_ntrain2100_open500", "with open relations"),
@@ -281,7 +282,8 @@ def main() -> None:
         "--committed",
         default="runs/retllm/cpu/adapter_nomask",
         help="the adapter scored beside the new one, saved as the pass 'committed (notebook 02)' (default: notebook "
-        "02's whole-sequence adapter; the saved JSONs' pass is the one trained before the open rows, --open-n 0)",
+        "02's whole-sequence adapter; the saved JSONs' pass is the one trained before the open rows, --open-n 0, "
+        "except in open_relations_ntrain2100)",
     )
     ap.add_argument(
         "--more-relations",
@@ -323,7 +325,10 @@ def main() -> None:
         "(`RetLLMController(read_relations='likely')`)",
     )
     ap.add_argument(
-        "--n-train", type=int, default=None, help="synthetic training rows of the wide build (default: the profile's)"
+        "--n-train",
+        type=int,
+        default=None,
+        help="training rows of the wide build, synthetic and Re-DocRED (default: the profile's)",
     )
     ap.add_argument(
         "--free-answers", action="store_true", help="also score the test and paraphrase splits with free answers"

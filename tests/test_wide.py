@@ -386,7 +386,7 @@ def test_open_people_give_the_builds_open_rows():
     assert built["open_relations"].to_list() == same_test
 
 
-def test_more_training_rows_leave_every_evaluation_split_as_it_was(dd, stmts):
+def test_more_training_rows_leave_every_evaluation_split_as_it_was(stmts):
     """A bigger train split (experiments/open_relations.py --n-train) must not move the rows it is scored on."""
     from retllm_utils.retllm.wide import make_rows
 
