@@ -361,7 +361,7 @@ def main() -> None:
     train_seed = a.seed if a.train_seed is None else a.train_seed
     config = RetLLMConfig.for_profile("cpu", seed=train_seed, phrasings="wide")
     dd = load_synthetic("cpu", a.seed, "wide")
-    if a.n_train is not None:  # more (or fewer) synthetic training rows; every evaluation split stays as built
+    if a.n_train is not None:  # more (or fewer) training rows of the wide build; every evaluation split stays as built
         from retllm_utils.retllm.synthetic import make_dataset
 
         wider = RetLLMConfig.for_profile("cpu", seed=a.seed, phrasings="wide", n_train=a.n_train)
