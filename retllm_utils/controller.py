@@ -5,7 +5,8 @@ generators, `Turn` and `neutralize` here.
 RET-LLM turn: the model generates; each `[MEM_WRITE{..}]` is stored; on `[MEM_READ{..}:` generation *pauses*
 (a stopping criterion inside `generate`), the controller queries the memory, appends the reply and the closing
 `]`, and generation resumes to produce the answer. A write call that repeats one the model already made in the turn
-ends the turn (`stop_repeated_writes`; beyond the paper): it is neither kept nor written again.
+ends the turn (`stop_repeated_writes`; beyond the paper): it is neither kept nor written again; so does a sentence of
+an answer that repeats one before it (`stop_repeated_sentences`; beyond the paper), not kept either.
 
 Only model-generated text is ever parsed for calls. User text is neutralised first (`[MEM_` → `[MEM `, found after
 NFKC folding with format characters such as zero-width joiners and soft hyphens dropped, in any case), so markup a
@@ -46,6 +47,7 @@ __all__ = [
     "neutralize",
     "retllm_pending_read",
     "repeated_write",
+    "repeated_sentence",
 ]
 
 Pause = Callable[[str], bool]
@@ -54,7 +56,8 @@ Pause = Callable[[str], bool]
 class Generator(Protocol):
     """Continues `text`; stops at the end token or as soon as `pause(generated_so_far)` is true; given `allowed`,
     call terms copy only those phrases (called with it only by a controller with `copy_names=True`); given
-    `answer`, the continuation states only those sentences (a controller with an `answer_form`)."""
+    `answer`, the continuation states only those sentences (a controller with an `answer_form`); given `names`, every
+    name the continuation writes outside a call is one of them (a free answer with `copy_names=True`)."""
 
     def __call__(
         self,
@@ -62,6 +65,7 @@ class Generator(Protocol):
         pause: Pause | None = None,
         allowed: AllowedTerms | None = None,
         answer: Sequence[str] | None = None,
+        names: Sequence[str] | None = None,
     ) -> tuple[str, bool]: ...
 
 
@@ -113,6 +117,20 @@ def repeated_write(generated: str, start: int = 0) -> MemWrite | None:
             if c.start >= start and c.triples in seen:
                 return c
             seen.append(c.triples)
+    return None
+
+
+_SENTENCE = re.compile(r"\S[^.!?]*[.!?]+(?=\s|$)")
+
+
+def repeated_sentence(answer: str) -> int | None:
+    """Where the first complete sentence of `answer` that an earlier one of it already said begins, or None: a free
+    answer that says a fact twice has run out of facts and goes on into made-up ones (notebook 03's free answers)."""
+    seen: set[str] = set()
+    for m in _SENTENCE.finditer(answer):
+        if m.group() in seen:
+            return m.start()
+        seen.add(m.group())
     return None
 
 
@@ -171,15 +189,17 @@ class HFGenerator:
         pause: Pause | None = None,
         allowed: AllowedTerms | None = None,
         answer: Sequence[str] | None = None,
+        names: Sequence[str] | None = None,
     ) -> tuple[str, bool]:
         """`text` as a tuple of pieces tokenizes each piece on its own, e.g. (head, "({MEM_WRITE-->"), as training.
         `allowed`: call terms may only copy these phrases (`chat.copying.CopyTerms`); `answer`: the continuation
-        states only these sentences, each once (`chat.copying.StateFacts`)."""
+        states only these sentences, each once (`chat.copying.StateFacts`); `names`: the names it may write
+        (`chat.copying.CopyAnswerNames`)."""
         text, prompt_ids = self._prompt(text)
         ids = torch.tensor([prompt_ids], device=self.model.device)
         stops = StoppingCriteriaList([_PauseCriterion(self.tokenizer, ids.shape[1], pause)] if pause else [])
         kwargs = dict(self.generate_kwargs)
-        extra = self._processors(ids.shape[1], allowed, answer)
+        extra = self._processors(ids.shape[1], allowed, answer, names)
         if extra:
             kwargs["logits_processor"] = LogitsProcessorList([*kwargs.get("logits_processor", []), *extra])
         out = self.model.generate(
@@ -218,16 +238,23 @@ class HFGenerator:
         return text, self._ids(text)
 
     def _processors(
-        self, prompt_len: int, allowed: AllowedTerms | None, answer: Sequence[str] | None
+        self,
+        prompt_len: int,
+        allowed: AllowedTerms | None,
+        answer: Sequence[str] | None,
+        names: Sequence[str] | None = None,
     ) -> list[LogitsProcessor]:
-        """The decoding constraints a call asks for (names copied, the answer held to the reply's sentences)."""
-        if allowed is None and not answer:
+        """The decoding constraints a call asks for (names copied, the answer held to the reply's sentences or its
+        names)."""
+        if allowed is None and not answer and names is None:
             return []
-        from .chat.copying import CopyTerms, StateFacts
+        from .chat.copying import CopyAnswerNames, CopyTerms, StateFacts
 
         extra: list[LogitsProcessor] = [CopyTerms(self.tokenizer, prompt_len, allowed)] if allowed is not None else []
         if answer:
             extra.append(StateFacts(self.tokenizer, prompt_len, answer, self.end_id))
+        elif names is not None:
+            extra.append(CopyAnswerNames(self.tokenizer, prompt_len, names))
         return extra
 
     def _done(self, text: str, prompt_ids: list[int], new: list[int]) -> tuple[str, bool]:
@@ -253,8 +280,9 @@ class ScriptedGenerator:
         pause: Pause | None = None,
         allowed: AllowedTerms | None = None,
         answer: Sequence[str] | None = None,
+        names: Sequence[str] | None = None,
     ) -> tuple[str, bool]:
-        """`allowed` and `answer` are ignored: a script says what it says."""
+        """`allowed`, `answer` and `names` are ignored: a script says what it says."""
         full = self.respond(text if isinstance(text, str) else "".join(text))
         if pause:
             for i in range(1, len(full) + 1):
@@ -301,6 +329,7 @@ class RetLLMController:
         read_relations: bool | str = False,
         answer_form: Callable[[Triple], str | None] | None = None,
         stop_repeated_writes: bool = True,
+        stop_repeated_sentences: bool = True,
     ):
         self.generator, self.memory, self.prompt_fn, self.max_calls = generator, memory, prompt_fn, max_calls
         # call terms copy the user's words or stored phrases (`chat.copying`; beyond the paper)
@@ -322,6 +351,8 @@ class RetLLMController:
         self.max_writes = max_writes  # per turn: a runaway model cannot write thousands of triples
         # a write call that repeats one of the turn's ends the turn, unkept (`repeated_write`; beyond the paper)
         self.stop_repeated_writes = stop_repeated_writes
+        # an answer's sentence that repeats one of it ends the turn, unkept (`repeated_sentence`; beyond the paper)
+        self.stop_repeated_sentences = stop_repeated_sentences
 
     @classmethod
     def from_model(cls, model: Any, tokenizer: Any, memory: Any, **kw: Any) -> "RetLLMController":
@@ -346,13 +377,18 @@ class RetLLMController:
             )
             copy = {"allowed": allowed}
         generated, trace, writes, dropped_writes, answer = "", [], 0, 0, {}
+        answering = False  # after a read: the continuation is the answer
         for _ in range(self.max_calls + 1):
-            cont, ended = self.generator(context + generated, self._pause(generated), **copy, **answer)
+            cont, ended = self.generator(context + generated, self._pause(generated, answering), **copy, **answer)
             calls = api.parse_retllm(cont)
-            repeat = None
+            repeat, reason = None, ""
             again = repeated_write(generated + cont, len(generated)) if self.stop_repeated_writes else None
+            said = repeated_sentence(cont) if answering and self.stop_repeated_sentences else None
             if again is not None:  # the turn ends there: the repeat and anything after it are neither kept nor run
-                cut = again.start - len(generated)
+                cut, reason = again.start - len(generated), "repeats a write call of this turn: the turn ends"
+            elif said is not None:  # the space before the repeat goes with it
+                cut, reason = len(cont[:said].rstrip()), "repeats a sentence of this answer: the turn ends"
+            if reason:
                 cont, repeat = cont[:cut], cont[cut:]
                 calls = [c for c in calls if c.end <= cut]
             read = next((c for c in calls if isinstance(c, MemRead)), None)
@@ -377,9 +413,8 @@ class RetLLMController:
                 elif isinstance(c, ApiError):
                     trace.append(error_event(c.message, c.text, "parse"))
             if repeat is not None:
-                trace.append(
-                    {"event": "skip", "reason": "repeats a write call of this turn: the turn ends", "text": repeat}
-                )
+                trace.append({"event": "skip", "reason": reason, "text": repeat})
+                break
             if read is None:
                 break
             if self.read_relations in ("words", "likely"):  # a relation asked in other words: the stored one
@@ -390,7 +425,7 @@ class RetLLMController:
                 again = self._relation_by_likelihood(read, _text(context) + generated[:call_at], trace)
                 results = self._read(again, trace) if again is not read else results
             generated += api.format_retllm_read_reply(results)
-            answer = self._answer_sentences(results)
+            answer, answering = self._answer_sentences(results, copy.get("allowed")), True
             if ended:
                 break
         if dropped_writes:
@@ -456,16 +491,26 @@ class RetLLMController:
         trace.append({"event": "relation", "asked": r, "read": best, "by": "likelihood"})
         return dataclasses.replace(read, queries=((s, best, o), *read.queries[1:]))
 
-    def _pause(self, before: str) -> Pause:
+    def _pause(self, before: str, answering: bool = False) -> Pause:
         """Where generation stops for the controller: a read query to answer, or (after the turn's text `before`) a
-        repeated write call."""
-        if not self.stop_repeated_writes:
+        repeated write call, or (`answering`, after a read) a repeated sentence."""
+        writes, sentences = self.stop_repeated_writes, answering and self.stop_repeated_sentences
+        if not (writes or sentences):
             return retllm_pending_read
-        return lambda cont: retllm_pending_read(cont) or repeated_write(before + cont, len(before)) is not None
+        return lambda cont: (
+            retllm_pending_read(cont)
+            or writes
+            and repeated_write(before + cont, len(before)) is not None
+            or sentences
+            and repeated_sentence(cont) is not None
+        )
 
-    def _answer_sentences(self, results: Sequence[Triple]) -> dict:
-        """The generator's `answer` option after a reply: every fact's sentence, or nothing if one has no form."""
-        if self.answer_form is None or not results:
-            return {}
-        sentences = [self.answer_form(t) for t in results]
-        return {} if None in sentences else {"answer": sentences}
+    def _answer_sentences(self, results: Sequence[Triple], allowed: AllowedTerms | None = None) -> dict:
+        """The generator's options after a reply: every fact's sentence (`answer`), or, with no form for one of
+        them and names copied (`allowed`), the names the answer may write: the reply's and the user's."""
+        sentences = [self.answer_form(t) for t in results] if self.answer_form is not None else [None]
+        if results and None not in sentences:
+            return {"answer": sentences}
+        if allowed is not None:
+            return {"names": sorted({x for t in results for x in (t[0], t[2])} | allowed.write)}
+        return {}

@@ -16,7 +16,14 @@ from transformers import LogitsProcessorList
 
 from retllm_utils.api import MemWrite, Triple, parse_memllm, parse_retllm, read_query_end
 from retllm_utils.chat.session import trace_lines
-from retllm_utils.controller import ForceThenFree, HFGenerator, RetLLMController, ScriptedGenerator, neutralize
+from retllm_utils.controller import (
+    ForceThenFree,
+    HFGenerator,
+    RetLLMController,
+    ScriptedGenerator,
+    neutralize,
+    repeated_sentence,
+)
 from retllm_utils.memllm.controller import MemLLMController, neutralize_memllm
 from retllm_utils.memllm.generation import ModelStep
 from retllm_utils.memory import TripleMemory
@@ -599,3 +606,39 @@ def test_a_read_asked_in_other_words_reads_the_stored_relation_that_shares_them(
     memory.write("Cy Ng", "played against", "Ajax")  # two stored relations share "play": no guess
     turn = RetLLMController(ScriptedGenerator(asks), memory, prompt, read_relations="words").chat("Bo's team?")
     assert next(e for e in turn.trace if e["event"] == "read")["query"] == ("Bo Wu", "play with", "")
+
+
+def test_a_sentence_an_answer_says_twice_ends_the_turn_unkept(memory):
+    """A free answer that states a fact again has run out of facts and goes on into made-up ones: generation stops at
+    the repeat, which is not kept; the same sentence before a read, or two different ones, end nothing."""
+    memory.write("Ann Lee", "employed by", "Pfizer")
+    answer = "Ann Lee is employed by Pfizer. Bo Wu is employed by Pfizer."
+    said = []
+
+    def respond(text):
+        said.append(text)
+        return (
+            "[MEM_READ{>>employed by>>Pfizer}:" if len(said) == 1 else answer + " Ann Lee is employed by Pfizer. Kuno"
+        )
+
+    turn = RetLLMController(ScriptedGenerator(respond), memory, prompt).chat("Who works for Pfizer?")
+    assert turn.answer == answer and turn.model_text.endswith(answer)
+    assert [e["event"] for e in turn.trace] == ["model", "read", "model", "skip"]
+    assert turn.trace[-1]["text"] == " Ann Lee is employed by Pfizer. Kuno"
+    said.clear()
+    old = RetLLMController(ScriptedGenerator(respond), memory, prompt, stop_repeated_sentences=False)
+    assert old.chat("Who works for Pfizer?").answer.endswith("Pfizer. Kuno")
+
+
+@pytest.mark.parametrize(
+    "text, at",
+    [
+        ("Ann Lee is employed by Pfizer. Ann Lee is employed by Pfizer.", 31),
+        ("Ann Lee is employed by Pfizer. Ann Lee is employed by Pfizer", None),  # not yet a sentence
+        ("Ann Lee is employed by Pfizer. Bo Wu is employed by Pfizer.", None),
+        ("I don't know. Ann. I don't know!", None),
+        ("Ann. Bo. Ann.", 9),
+    ],
+)
+def test_repeated_sentence_finds_the_first_complete_sentence_said_before(text, at):
+    assert repeated_sentence(text) == at

@@ -13,6 +13,7 @@ from retllm_utils.chat.copying import (
     _open_term,
     allowed_terms,
     answer_continuations,
+    answer_names_ok,
     content_stems,
     invented_terms,
     known_near,
@@ -317,3 +318,78 @@ def test_a_relation_in_other_words_finds_the_one_stored_relation_sharing_a_conte
     assert stored_relation_by_words("is in", stored) is None  # no content word
     assert stored_relation_by_words("works for", stored) is None  # none shares one
     assert stored_relation_by_words("play with", stored | {"played against"}) is None  # two do: no guess
+
+
+NAMES = ["Kenji Mensah", "Nuno Conti", "Coca-Cola", "Goldman Sachs", "Who founded Coca-Cola"]
+
+
+@pytest.mark.parametrize(
+    "text, ok",
+    [
+        ("Kenji Mensah is a founder of Coca-Cola.", True),
+        ("Kenji Mensah is a founder of Coca-Cola. Nu", True),  # stops inside a name
+        ("Kenji Mensah is a founder of Coca-Cola. Kuno", False),  # respelt
+        ("Kenji Mensah is a founder of Coca-Cola. Mensah", False),  # half a name
+        ("Nuno Contini is", False),  # a name that runs past one
+        ("Kenji Mensah's company is Coca-Cola's.", True),  # a possessive
+        ("I don't know.", True),
+        ("Ivan", False),
+        ("The founders are Kenji Mensah.", False),  # a capitalised word no one said
+        ("Who founded Coca-Cola? Kenji Mensah.", True),  # the user's own words
+        ("Goldman Sachs", True),
+        ("Goldman Sachs Group", False),
+        ("Nuno Conti Kenji Mensah", False),  # two names run into one
+        ("Nuno Conti and Kenji Mensah", True),
+        ("[MEM_READ{Xavi Doe>>", True),  # a call: CopyTerms' part
+        ("[MEM_READ{>>founder of>>}:{Kenji Mensah>>founder of>>Coca-Cola}]Nuno Conti is", True),
+        ("[MEM_READ{>>founder of>>}:{Kenji Mensah>>founder of>>Coca-Cola}]Kuno Conti is", False),
+        ("eBay is", True),  # a name that begins in lower case is not held
+    ],
+)
+def test_a_free_answers_names_are_the_given_ones(text, ok):
+    assert answer_names_ok(text, NAMES + ["I"]) is ok
+
+
+class _Names:
+    """Records the names the controller hands to each generator call."""
+
+    def __init__(self):
+        self.names = []
+
+    def __call__(self, text, pause=None, allowed=None, answer=None, names=None):
+        self.names.append(names)
+        return ("[MEM_READ{>>lives in>>}:", False) if len(self.names) == 1 else ("Ann Lee lives in Lyon.", True)
+
+
+@pytest.mark.parametrize("copy", [True, False])
+def test_a_free_answer_is_handed_the_replys_and_the_users_names_when_names_are_copied(copy):
+    mem = TripleMemory(embedder=_Flat())
+    mem.write("Ann Lee", "lives in", "Lyon")
+    mem.write("Bo Wu", "lives in", "Oslo")
+    gen = _Names()
+    # a relation with no sentence form ("lives in"): the answer is the model's own words
+    RetLLMController(gen, mem, lambda u: u, copy_names=copy, answer_form=fact_sentence).chat("Who lives where?")
+    assert gen.names[0] is None
+    if copy:
+        assert {"Ann Lee", "Lyon", "Bo Wu", "Oslo", "Who lives where"} <= set(gen.names[1])
+    else:
+        assert gen.names[1] is None
+
+
+@pytest.mark.model
+def test_a_pushed_respelt_name_in_a_free_answer_is_said_only_without_copied_names(smol):
+    model, tok = smol
+    mem = TripleMemory(embedder=_Flat())
+    for fact in (("Kenji Mensah", "founder of", "Coca-Cola"), ("Nuno Conti", "founder of", "Coca-Cola")):
+        mem.write(*fact)
+    query = "[MEM_READ{>>founder of>>Coca-Cola}:"
+    reply = api.format_retllm_read_reply(list(mem))
+    bad = query + reply + "Kenji Mensah is a founder of Coca-Cola. Kuno Mensah is a founder of Coca-Cola."
+    answers = {}
+    for copy in (False, True):
+        user = "Who founded Coca-Cola?"
+        n = len(tok(chat_prompt(tok, user), add_special_tokens=False)["input_ids"])
+        gen = HFGenerator(model, tok, max_new_tokens=48, logits_processor=[_Push(tok, n, query, bad)])
+        answers[copy] = RetLLMController(gen, mem, lambda u: chat_prompt(tok, u), copy_names=copy).chat(user).answer
+    assert "Kuno Mensah" in answers[False]
+    assert "Kuno" not in answers[True] and answers[True].startswith("Kenji Mensah is a founder of Coca-Cola.")

@@ -15,6 +15,11 @@ model makes up names whoever it likes.
 data set's words (one sentence per fact, as training states them), each fact at most once; which facts, in which
 order, and when to stop stay the model's choice. A 135M model otherwise drifts while copying a long reply
 ("... is employed by SAP" for a fact about Uber), repeats one fact in a loop, or splices two names.
+
+`CopyAnswerNames` holds a free answer (no `StateFacts`: the answer in the model's own words) to names it was given:
+every run of capitalised words must be one of the reply's subjects and objects or the user's words ("I" aside), so
+an answer cannot respell "Kenji Mensah" as "Kuno Mensah" or add a person no one named. The words between names stay
+free.
 """
 
 from __future__ import annotations
@@ -33,7 +38,9 @@ __all__ = [
     "AllowedTerms",
     "CopyTerms",
     "StateFacts",
+    "CopyAnswerNames",
     "answer_continuations",
+    "answer_names_ok",
     "user_spans",
     "allowed_terms",
     "recased",
@@ -277,6 +284,13 @@ class _Choose(LogitsProcessor):
         out[0, i] = scores[0, i]
         return out
 
+    def _best(self, scores: torch.FloatTensor, ok: Callable[[str], bool]) -> torch.FloatTensor:
+        """The best token whose text is `ok`: almost always the top one, and then `scores` unchanged."""
+        for k, i in enumerate(self._ranked(scores)):
+            if ok(self._text(i)):
+                return scores if k == 0 else self._only(scores, i)
+        return scores
+
 
 class CopyTerms(_Choose):
     """Keeps every call's subject and object a copy of an allowed phrase (see the module docstring)."""
@@ -324,13 +338,6 @@ class CopyTerms(_Choose):
             piece = self._text(i)
             if self._ok(piece if head else piece.lstrip() or piece, targets):
                 return self._only(scores, i)
-        return scores
-
-    def _best(self, scores: torch.FloatTensor, ok: Callable[[str], bool]) -> torch.FloatTensor:
-        """The best token whose text is `ok`: almost always the top one, and then `scores` unchanged."""
-        for k, i in enumerate(self._ranked(scores)):
-            if ok(self._text(i)):
-                return scores if k == 0 else self._only(scores, i)
         return scores
 
 
@@ -387,6 +394,60 @@ class StateFacts(_Choose):
             if ok:
                 return self._only(scores, i)
         return scores
+
+
+# the capitalised words a training answer says that are no name ("I don't know.")
+ANSWER_WORDS = frozenset({"I"})
+_IN_NAME = "-&_"  # characters that join a word to the next ("Kapoor-Shah", "AT&T")
+
+
+def _joined(text: str, i: int) -> bool:
+    """True when the character at `i` continues the word before it."""
+    return 0 <= i < len(text) and (text[i].isalnum() or text[i] in _IN_NAME)
+
+
+def _runs_on(text: str, i: int) -> bool:
+    """True when a capitalised word follows position `i` after one space: the run of names goes on."""
+    return text[i : i + 1] == " " and text[i + 1 : i + 2].isupper()
+
+
+def answer_names_ok(text: str, names: Iterable[str]) -> bool:
+    """True when every capitalised word of `text` after its last call begins one of `names`, each name ending on a
+    word boundary (a possessive 's may follow) with no capitalised word right after it, and the text, if it stops
+    inside a name, stops in one of them.
+    Text inside a call is `CopyTerms`' to hold."""
+    rest = text[text.rfind("]") + 1 :]
+    if "[" in rest or "{" in rest or "\ufffd" in rest:  # a call, or part of a multi-byte character: not held
+        return True
+    i = 0
+    while i < len(rest):
+        if rest[i].isupper() and not _joined(rest, i - 1):
+            tail = rest[i:]
+            if any(n.startswith(tail) for n in names):  # the text ends inside a name
+                return True
+            # a name ends on a word boundary, and not where a capitalised word follows: that would run two names
+            # into one ("Iqbal Iqbal")
+            ends = [
+                len(n) for n in names if tail.startswith(n) and not _joined(tail, len(n)) and not _runs_on(tail, len(n))
+            ]
+            if not ends:
+                return False
+            i += max(ends)
+        else:
+            i += 1
+    return True
+
+
+class CopyAnswerNames(_Choose):
+    """Keeps a free answer's names to `names` and `ANSWER_WORDS` (module docstring); the words between them free."""
+
+    def __init__(self, tokenizer: Any, prompt_len: int, names: Iterable[str]):
+        super().__init__(tokenizer, prompt_len)
+        self.names = sorted({n for n in names if n} | ANSWER_WORDS)
+
+    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
+        text = self._generated(input_ids)
+        return self._best(scores, lambda piece: answer_names_ok(text + piece, self.names))
 
 
 def invented_terms(model_text: str, allowed: AllowedTerms) -> tuple[list[str], int]:

@@ -170,7 +170,8 @@ def evaluate_retllm(
 ) -> pd.DataFrame:
     """Every example through the controller with its scene in memory; one record per example.
 
-    `copy_names`: call terms copy the user's words or stored phrases (`copying`); `state_facts`: an answer states
+    `copy_names`: call terms copy the user's words or stored phrases, a free answer's names the reply's or the
+    user's, and a free answer ends at a sentence it already said (`copying`); `state_facts`: an answer states
     only the reply's facts, each once (`copying.StateFacts`); `memory_kw`: TripleMemory options (e.g. fuzzy
     thresholds); `generator`: another decoding path for the model (e.g. `llamacpp.LlamaCppGenerator`); `known_names`:
     names a call may copy when the user lower-cases or misspells them (`copying.allowed_terms`); `relation_names`:
@@ -191,6 +192,7 @@ def evaluate_retllm(
             relation_names=relation_names,
             read_relations=read_relations,
             answer_form=form,
+            stop_repeated_sentences=copy_names,  # free decoding, as the paper's, has no guard on the answer
         )
         turn = ctl.chat(row["user"])
         written = [e["triple"] for e in turn.trace if e["event"] == "write"]
