@@ -329,7 +329,8 @@ class RetLLMController:
         read_relations: bool | str = False,
         answer_form: Callable[[Triple], str | None] | None = None,
         stop_repeated_writes: bool = True,
-        stop_repeated_sentences: bool = True,
+        stop_repeated_sentences: bool = False,
+        answer_names: bool = False,
     ):
         self.generator, self.memory, self.prompt_fn, self.max_calls = generator, memory, prompt_fn, max_calls
         # call terms copy the user's words or stored phrases (`chat.copying`; beyond the paper)
@@ -353,6 +354,8 @@ class RetLLMController:
         self.stop_repeated_writes = stop_repeated_writes
         # an answer's sentence that repeats one of it ends the turn, unkept (`repeated_sentence`; beyond the paper)
         self.stop_repeated_sentences = stop_repeated_sentences
+        # with `copy_names`: a free answer's names are the reply's or the user's (`chat.copying.CopyAnswerNames`)
+        self.answer_names = answer_names
 
     @classmethod
     def from_model(cls, model: Any, tokenizer: Any, memory: Any, **kw: Any) -> "RetLLMController":
@@ -507,10 +510,11 @@ class RetLLMController:
 
     def _answer_sentences(self, results: Sequence[Triple], allowed: AllowedTerms | None = None) -> dict:
         """The generator's options after a reply: every fact's sentence (`answer`), or, with no form for one of
-        them and names copied (`allowed`), the names the answer may write: the reply's and the user's."""
+        them, names copied (`allowed`) and `answer_names`, the names the answer may write: the reply's and the
+        user's."""
         sentences = [self.answer_form(t) for t in results] if self.answer_form is not None else [None]
         if results and None not in sentences:
             return {"answer": sentences}
-        if allowed is not None:
+        if allowed is not None and self.answer_names:
             return {"names": sorted({x for t in results for x in (t[0], t[2])} | allowed.write)}
         return {}

@@ -621,12 +621,13 @@ def test_a_sentence_an_answer_says_twice_ends_the_turn_unkept(memory):
             "[MEM_READ{>>employed by>>Pfizer}:" if len(said) == 1 else answer + " Ann Lee is employed by Pfizer. Kuno"
         )
 
-    turn = RetLLMController(ScriptedGenerator(respond), memory, prompt).chat("Who works for Pfizer?")
+    ctl = RetLLMController(ScriptedGenerator(respond), memory, prompt, stop_repeated_sentences=True)
+    turn = ctl.chat("Who works for Pfizer?")
     assert turn.answer == answer and turn.model_text.endswith(answer)
     assert [e["event"] for e in turn.trace] == ["model", "read", "model", "skip"]
-    assert turn.trace[-1]["text"] == " Ann Lee is employed by Pfizer. Kuno"
+    assert turn.trace[-1]["text"] == " Ann Lee is employed by Pfizer."  # generation paused at the repeat
     said.clear()
-    old = RetLLMController(ScriptedGenerator(respond), memory, prompt, stop_repeated_sentences=False)
+    old = RetLLMController(ScriptedGenerator(respond), memory, prompt)  # off by default
     assert old.chat("Who works for Pfizer?").answer.endswith("Pfizer. Kuno")
 
 

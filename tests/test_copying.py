@@ -368,7 +368,8 @@ def test_a_free_answer_is_handed_the_replys_and_the_users_names_when_names_are_c
     mem.write("Bo Wu", "lives in", "Oslo")
     gen = _Names()
     # a relation with no sentence form ("lives in"): the answer is the model's own words
-    RetLLMController(gen, mem, lambda u: u, copy_names=copy, answer_form=fact_sentence).chat("Who lives where?")
+    ctl = RetLLMController(gen, mem, lambda u: u, copy_names=copy, answer_form=fact_sentence, answer_names=True)
+    ctl.chat("Who lives where?")
     assert gen.names[0] is None
     if copy:
         assert {"Ann Lee", "Lyon", "Bo Wu", "Oslo", "Who lives where"} <= set(gen.names[1])
@@ -390,6 +391,7 @@ def test_a_pushed_respelt_name_in_a_free_answer_is_said_only_without_copied_name
         user = "Who founded Coca-Cola?"
         n = len(tok(chat_prompt(tok, user), add_special_tokens=False)["input_ids"])
         gen = HFGenerator(model, tok, max_new_tokens=48, logits_processor=[_Push(tok, n, query, bad)])
-        answers[copy] = RetLLMController(gen, mem, lambda u: chat_prompt(tok, u), copy_names=copy).chat(user).answer
+        ctl = RetLLMController(gen, mem, lambda u: chat_prompt(tok, u), copy_names=copy, answer_names=copy)
+        answers[copy] = ctl.chat(user).answer
     assert "Kuno Mensah" in answers[False]
     assert "Kuno" not in answers[True] and answers[True].startswith("Kenji Mensah is a founder of Coca-Cola.")

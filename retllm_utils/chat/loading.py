@@ -89,8 +89,7 @@ def load_retllm(
 ) -> tuple[dict[str, RetLLMController], Any, str]:
     """(controllers by name, the tokenizer, a message): "trained" when notebook 02 saved the adapter of `loss`
     ("whole_sequence" or "paper") for `profile` (names copied from the message or the memory, answers held to the
-    reply's facts in `answer_form`'s words, or, for a fact it has no words for, to the reply's and the message's names,
-    as notebook 03 scores it), and "base" (zero-shot); their memory is set
+    reply's facts in `answer_form`'s words, as notebook 03 scores it), and "base" (zero-shot); their memory is set
     by `ChatSession`.
 
     Both run in `dtype` with the adapter merged (`models.for_chat`), or the trained one on llama.cpp

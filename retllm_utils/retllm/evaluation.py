@@ -167,16 +167,17 @@ def evaluate_retllm(
     known_names: Sequence[str] = (),
     relation_names: Sequence[str] | None = None,
     read_relations: bool | str = False,
+    answer_names: bool = False,
 ) -> pd.DataFrame:
     """Every example through the controller with its scene in memory; one record per example.
 
-    `copy_names`: call terms copy the user's words or stored phrases, a free answer's names the reply's or the
-    user's, and a free answer ends at a sentence it already said (`copying`); `state_facts`: an answer states
+    `copy_names`: call terms copy the user's words or stored phrases (`copying`); `state_facts`: an answer states
     only the reply's facts, each once (`copying.StateFacts`); `memory_kw`: TripleMemory options (e.g. fuzzy
     thresholds); `generator`: another decoding path for the model (e.g. `llamacpp.LlamaCppGenerator`); `known_names`:
     names a call may copy when the user lower-cases or misspells them (`copying.allowed_terms`); `relation_names`:
     with `copy_names`, a write's relation is one of them or the user's words (None: free); `read_relations`: a read's
-    too (`RetLLMController`)."""
+    too (`RetLLMController`); `answer_names`: with `copy_names`, a free answer's names copy the reply's or the user's,
+    and it ends at a sentence it already said (`copying.CopyAnswerNames`, `controller.repeated_sentence`)."""
     rows = list(rows)
     gen = generator or HFGenerator(model, tokenizer, max_new_tokens=max_new_tokens)
     out = []
@@ -192,7 +193,8 @@ def evaluate_retllm(
             relation_names=relation_names,
             read_relations=read_relations,
             answer_form=form,
-            stop_repeated_sentences=copy_names,  # free decoding, as the paper's, has no guard on the answer
+            answer_names=answer_names,
+            stop_repeated_sentences=answer_names,
         )
         turn = ctl.chat(row["user"])
         written = [e["triple"] for e in turn.trace if e["event"] == "write"]
