@@ -1,13 +1,14 @@
-"""Free answers with their names held: notebook 03's two free-answer passes again, names copied into the answer too.
+"""Free answers with their names held or free: notebook 03's two free-answer passes, with and without `answer_names`.
 
-    .venv/bin/python experiments/free_answer_names.py    # -> experiments/results/free_answer_names.json (~10 min)
+    .venv/bin/python experiments/free_answer_names.py    # -> experiments/results/free_answer_names.json (~26 min)
 
 Notebook 03 scores the committed whole-sequence cpu adapter with the answer in the model's own words on its first
 168 test examples and the 120 paraphrase examples ("RET-LLM, free answer" in results/03_retllm.json): call terms are
-copied, the answer is not. Here the same passes (same adapter, rows, LSH memory, MiniLM, transformers fp32, names and
-relations copied, reads by words and likelihood) run with `answer_names=True`: every capitalised name the answer
-writes must be one of the reply's subjects and objects or a run of the user's words (`copying.CopyAnswerNames`), and
-the answer ends at a sentence it says a second time (`controller.repeated_sentence`). The table prints both.
+copied, and, with its `answer_names` on, every capitalised word the answer writes must be one of the reply's subjects
+and objects or a run of the user's words (`copying.CopyAnswerNames`), and the answer ends at a sentence it says a
+second time (`controller.repeated_sentence`). Here the same passes (same adapter, rows, LSH memory, MiniLM,
+transformers fp32, names and relations copied, reads by words and likelihood) run with `answer_names` off and on;
+the table prints both.
 """
 
 from __future__ import annotations
@@ -27,7 +28,6 @@ from retllm_utils.retllm.evaluation import evaluate_retllm, summarize
 from retllm_utils.retllm.synthetic import company_names, load_synthetic, relation_vocabulary
 
 OUT = Path(__file__).resolve().parent / "results" / "free_answer_names.json"
-NOTEBOOK = {"test": "RET-LLM, free answer", "paraphrase": "RET-LLM, paraphrase, free answer"}
 
 
 def main() -> None:
@@ -42,45 +42,44 @@ def main() -> None:
     base, tokenizer = load_model("smollm2-135m-instruct")
     model = PeftModel.from_pretrained(base, run_dir("retllm", "cpu") / "adapter_nomask").eval()
     embedder = load_embedder("all-minilm-l6-v2")
-    notebook = json.loads((ROOT / "results" / "03_retllm.json").read_text())["baselines"]
     out, rows = {}, []
     for split, examples in splits.items():
-        t0 = time.perf_counter()
-        df = evaluate_retllm(
-            model,
-            tokenizer,
-            examples,
-            embedder,
-            index="lsh",
-            max_new_tokens=config.max_new_tokens,
-            copy_names=True,
-            known_names=company_names(),
-            relation_names=relation_vocabulary(),
-            read_relations="likely",
-            answer_names=True,
-            desc=split,
-        )
-        secs = time.perf_counter() - t0
-        t = summarize(df)
-        reads = df[df["kind"] == "read"]
-        held = {
-            "n": len(df),
-            "questions": len(reads),
-            "facts_acc": float(t.loc["all", "facts_acc"]),
-            "answer_acc": float(t.loc["all", "answer_acc"]),
-            "invented_rate": float(t.loc["all", "invented_rate"]),
-            "per_type_facts_acc": {
-                q: float(v) for q, v in t["facts_acc"].drop(["write", "all"], errors="ignore").items()
-            },
-            "seconds": secs,
-            "misses": [
-                {"id": r["id"], "query_type": r["query_type"], "answer": r["answer"], "invented": r["invented"]}
-                for _, r in reads[~reads["facts_ok"].astype(bool) | reads["invented"].map(bool)].iterrows()
-            ],
-        }
-        nb = notebook[NOTEBOOK[split]]["all"]
-        out[split] = {"names held": held, "notebook 03 (names free)": nb}
-        for name, r in (("notebook 03, answer names free", nb), ("answer names held", held)):
+        out[split] = {}
+        for held in (False, True):
+            name = "names held" if held else "names free"
+            t0 = time.perf_counter()
+            df = evaluate_retllm(
+                model,
+                tokenizer,
+                examples,
+                embedder,
+                index="lsh",
+                max_new_tokens=config.max_new_tokens,
+                copy_names=True,
+                known_names=company_names(),
+                relation_names=relation_vocabulary(),
+                read_relations="likely",
+                answer_names=held,
+                desc=f"{split}, {name}",
+            )
+            secs = time.perf_counter() - t0
+            t = summarize(df)
+            reads = df[df["kind"] == "read"]
+            r = out[split][name] = {
+                "n": len(df),
+                "questions": len(reads),
+                "facts_acc": float(t.loc["all", "facts_acc"]),
+                "answer_acc": float(t.loc["all", "answer_acc"]),
+                "invented_rate": float(t.loc["all", "invented_rate"]),
+                "per_type_facts_acc": {
+                    q: float(v) for q, v in t["facts_acc"].drop(["write", "all"], errors="ignore").items()
+                },
+                "seconds": secs,
+                "misses": [
+                    {"id": m["id"], "query_type": m["query_type"], "answer": m["answer"], "invented": m["invented"]}
+                    for _, m in reads[~reads["facts_ok"].astype(bool) | reads["invented"].map(bool)].iterrows()
+                ],
+            }
             rows.append(
                 f"| {split} | {name} | {r['facts_acc']:.3f} | {r['answer_acc']:.3f} | {r['invented_rate']:.3f} |"
             )
@@ -88,7 +87,7 @@ def main() -> None:
     print("| split | free answer | answers (facts) | answers (names) | invented |")
     print("| --- | --- | --- | --- | --- |")
     print("\n".join(rows))
-    print(f"-> {OUT.relative_to(ROOT)}; {sum(o['names held']['seconds'] for o in out.values()):.0f} s")
+    print(f"-> {OUT.relative_to(ROOT)}; {sum(r['seconds'] for o in out.values() for r in o.values()):.0f} s")
 
 
 if __name__ == "__main__":

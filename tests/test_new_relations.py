@@ -43,6 +43,19 @@ def test_a_write_in_other_relation_words_counts_only_when_the_relation_means_the
     assert table.loc["all", "n"] == 2 and table.loc["all", "write_exact"] == 0.5
 
 
+def test_answer_names_ends_a_read_back_answer_at_a_sentence_said_twice():
+    def looping(text: str) -> str:
+        """As `_script`, but the read-back answer says its sentence again."""
+        out = _script(text)
+        return out if out.startswith("[") else f"Betley died in {out} Betley died in {out}"
+
+    kw = dict(generator=ScriptedGenerator(looping), prompt_fn=lambda u: f"<user>{u}</user><assistant>")
+    free = evaluate_new_relations(None, None, ROWS[:1], NgramEmbedder(), **kw)
+    held = evaluate_new_relations(None, None, ROWS[:1], NgramEmbedder(), answer_names=True, **kw)
+    assert free.loc[0, "answer"] == "Betley died in Warsaw. Betley died in Warsaw."
+    assert held.loc[0, "answer"] == "Betley died in Warsaw."
+
+
 def test_relation_matches_by_threshold():
     emb = NgramEmbedder()
     emb.thresholds["tau_relation"] = -1.0

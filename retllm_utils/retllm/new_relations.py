@@ -55,14 +55,16 @@ def evaluate_new_relations(
     prompt_fn: Any = None,
     question_of: Callable[[Sequence[str]], str] | None = None,
     prefill: bool = False,
+    answer_names: bool = False,
 ) -> pd.DataFrame:
     """One record per statement: what the model wrote, whether it is the gold triple (exactly; names exact and the
     relation matched by meaning; `writes_all`: every gold triple of the row written exactly), and the answer to the
     read-back question in the same memory. `generator` and `prompt_fn`: another decoding path and prompt (tests use a
     scripted one); `question_of`: the read-back question of the first gold triple (default `QUESTION` in Re-DocRED's
     relation words); `prefill`: the row's `memory` facts are stored before the statement, as other facts would be;
-    `relation_names`, `read_relations`: a write's (and a read's) relation copies one of them or the user's words
-    (`RetLLMController`)."""
+    `relation_names`, `read_relations`: a write's (and a read's) relation copies one of them or the user's words;
+    `answer_names`: the read-back answer's capitalised words copy the reply's names or the user's, and it ends at a
+    sentence it already said (`RetLLMController`)."""
     gen = generator or HFGenerator(model, tokenizer, max_new_tokens=max_new_tokens)
     prompt_fn = prompt_fn or (lambda u: chat_prompt(tokenizer, u))
     out = []
@@ -77,6 +79,8 @@ def evaluate_new_relations(
             known_names=known_names,
             relation_names=relation_names,
             read_relations=read_relations,
+            answer_names=answer_names,
+            stop_repeated_sentences=answer_names,
         )
         turn = ctl.chat(row["user"])
         written = [tuple(e["triple"]) for e in turn.trace if e["event"] == "write"]
