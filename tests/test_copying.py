@@ -350,6 +350,18 @@ def test_a_free_answers_names_are_the_given_ones(text, ok):
     assert answer_names_ok(text, NAMES + ["I"]) is ok
 
 
+# Two known flaws of the hold, seen in notebook 03's open-relation answers: strict, so fixing one fails its test
+# until the mark goes.
+@pytest.mark.xfail(strict=True, reason="a name that begins in lower case has its capitalised words refused")
+def test_a_name_that_begins_in_lower_case_may_be_said_whole():
+    assert answer_names_ok("Paolo Wisniewski plays for the Chicago Cubs.", ["Paolo Wisniewski", "the Chicago Cubs"])
+
+
+@pytest.mark.xfail(strict=True, reason="part of a multi-byte character is never held")
+def test_part_of_a_character_inside_a_name_is_held():
+    assert not answer_names_ok("Petra Dogan plays for the P\ufffd", ["Petra Dogan", "the Perth Scorchers"])
+
+
 class _Names:
     """Records the names the controller hands to each generator call."""
 
