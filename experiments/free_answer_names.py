@@ -1,6 +1,6 @@
 """Free answers with their names held or free: notebook 03's two free-answer passes, with and without `answer_names`.
 
-    .venv/bin/python experiments/free_answer_names.py  # -> experiments/results/free_answer_names.json (~25 min, est.)
+    .venv/bin/python experiments/free_answer_names.py  # -> experiments/results/free_answer_names.json (~31 min)
 
 Notebook 03 scores the committed whole-sequence cpu adapter with the answer in the model's own words on its first
 168 test examples and the 120 paraphrase examples ("RET-LLM, free answer" in results/03_retllm.json): call terms are
