@@ -8,6 +8,7 @@ from transformers import LogitsProcessor
 from retllm_utils import api
 from retllm_utils.chat.copying import (
     AllowedTerms,
+    CopyAnswerNames,
     _in_relation,
     _made_up_reply,
     _open_term,
@@ -18,6 +19,7 @@ from retllm_utils.chat.copying import (
     invented_terms,
     known_near,
     recased,
+    said_whole,
     slips_of_known,
     stored_relation_by_words,
     user_spans,
@@ -350,16 +352,50 @@ def test_a_free_answers_names_are_the_given_ones(text, ok):
     assert answer_names_ok(text, NAMES + ["I"]) is ok
 
 
-# Two known flaws of the hold, seen in notebook 03's open-relation answers: strict, so fixing one fails its test
-# until the mark goes.
-@pytest.mark.xfail(strict=True, reason="a name that begins in lower case has its capitalised words refused")
 def test_a_name_that_begins_in_lower_case_may_be_said_whole():
-    assert answer_names_ok("Paolo Wisniewski plays for the Chicago Cubs.", ["Paolo Wisniewski", "the Chicago Cubs"])
+    names = ["Paolo Wisniewski", "the Chicago Cubs"]
+    assert said_whole(["the Chicago Cubs", "eBay"]) == {"the Chicago Cubs", "Chicago Cubs", "The Chicago Cubs", "eBay"}
+    assert answer_names_ok("Paolo Wisniewski plays for the Chicago Cubs.", names)
+    assert answer_names_ok("The Chicago Cubs have Paolo Wisniewski.", names)
+    assert not answer_names_ok("Paolo Wisniewski plays for the Chicago Bears.", names)
+    assert not answer_names_ok("Paolo Wisniewski plays for the Chicago.", names)  # half a name
 
 
-@pytest.mark.xfail(strict=True, reason="part of a multi-byte character is never held")
-def test_part_of_a_character_inside_a_name_is_held():
-    assert not answer_names_ok("Petra Dogan plays for the P\ufffd", ["Petra Dogan", "the Perth Scorchers"])
+@pytest.mark.parametrize(
+    "text, ok",
+    [
+        ("Petra Dogan plays for the P\ufffd", False),  # "the Perth Scorchers" goes on with "e"
+        ("Petra Dogan plays for Jos\ufffd", True),  # "José Ruiz" goes on with "é"
+        ("Petra Dogan plays for Jos\ufffd\ufffd", True),
+        ("Petra Dogan\ufffd", True),  # after a whole name: not inside one
+        ("Petra Dogan plays for Z\ufffd", False),
+        ("Petra Dogan plays \ufffd", True),  # not inside a capitalised word: free
+    ],
+)
+def test_part_of_a_character_inside_a_name_is_held(text, ok):
+    assert answer_names_ok(text, ["Petra Dogan", "the Perth Scorchers", "José Ruiz"]) is ok
+
+
+@pytest.mark.model
+def test_the_answer_hold_decodes_a_characters_bytes_together(smol):
+    _, tok = smol
+    names = ["Petra Dogan", "José Ruiz", "the Perth Scorchers"]
+    ids = tok("é", add_special_tokens=False)["input_ids"]
+    if len(ids) == 1:  # "é" is one token here: split it into its two byte tokens
+        ids = tok.convert_tokens_to_ids(list(tok.convert_ids_to_tokens(ids[0])))
+    lead, tail = ids
+    assert tok.decode([lead]) == "\ufffd" and tok.decode([lead, tail]) == "é"
+
+    def chosen(text: str, extra: list[int], best: int) -> int:
+        prefix = tok(text, add_special_tokens=False)["input_ids"] + extra
+        scores = torch.zeros(1, len(tok))
+        scores[0, best] = 10.0
+        out = CopyAnswerNames(tok, 0, names)(torch.tensor([prefix]), scores)
+        return int(out[0].argmax())
+
+    assert chosen("Petra Dogan plays for the P", [], lead) != lead  # no name goes on with a byte there
+    assert chosen("Petra Dogan plays for Jos", [], lead) == lead  # "José" does
+    assert chosen("Petra Dogan plays for Jos", [lead], tail) == tail  # and the two bytes make "é"
 
 
 class _Names:

@@ -41,6 +41,7 @@ __all__ = [
     "CopyAnswerNames",
     "answer_continuations",
     "answer_names_ok",
+    "said_whole",
     "user_spans",
     "allowed_terms",
     "recased",
@@ -286,8 +287,12 @@ class _Choose(LogitsProcessor):
 
     def _best(self, scores: torch.FloatTensor, ok: Callable[[str], bool]) -> torch.FloatTensor:
         """The best token whose text is `ok`: almost always the top one, and then `scores` unchanged."""
+        return self._best_id(scores, lambda i: ok(self._text(i)))
+
+    def _best_id(self, scores: torch.FloatTensor, ok: Callable[[int], bool]) -> torch.FloatTensor:
+        """`_best` for a test that needs the token id, not only its text."""
         for k, i in enumerate(self._ranked(scores)):
-            if ok(self._text(i)):
+            if ok(i):
                 return scores if k == 0 else self._only(scores, i)
         return scores
 
@@ -411,19 +416,46 @@ def _runs_on(text: str, i: int) -> bool:
     return text[i : i + 1] == " " and text[i + 1 : i + 2].isupper()
 
 
+def said_whole(names: Iterable[str]) -> set[str]:
+    """`names` and, for one that begins in lower case, its part from the first capitalised word ("the Chicago
+    Cubs" -> "Chicago Cubs") and its sentence-initial form ("The Chicago Cubs"): the capitalised words an answer
+    says when it copies the name whole."""
+    out = set(names)
+    for n in names:
+        if not n[:1].islower():
+            continue
+        words = n.split(" ")
+        k = next((k for k, w in enumerate(words) if w[:1].isupper()), None)
+        if k is not None:
+            out.add(" ".join(words[k:]))
+        if len(words) > 1 and words[0].isalpha():
+            out.add(n[0].upper() + n[1:])
+    return out
+
+
+def _ends_inside(tail: str, names: Iterable[str]) -> bool:
+    """True when `tail` stops inside one of `names`; a tail that stops in part of a character (U+FFFD, one byte of
+    several) must stop where the name goes on with a character outside ASCII."""
+    head = tail.rstrip("\ufffd")
+    if len(head) == len(tail):
+        return any(n.startswith(tail) for n in names)
+    return any(n.startswith(head) and len(n) > len(head) and not n[len(head)].isascii() for n in names)
+
+
 def answer_names_ok(text: str, names: Iterable[str]) -> bool:
-    """True when every capitalised word of `text` after its last call begins one of `names`, each name ending on a
-    word boundary (a possessive 's may follow) with no capitalised word right after it, and the text, if it stops
-    inside a name, stops in one of them.
+    """True when every capitalised word of `text` after its last call begins one of `names` (`said_whole`), each
+    name ending on a word boundary (a possessive 's may follow) with no capitalised word right after it, and the
+    text, if it stops inside a name, stops in one of them.
     Text inside a call is `CopyTerms`' to hold."""
     rest = text[text.rfind("]") + 1 :]
-    if "[" in rest or "{" in rest or "\ufffd" in rest:  # a call, or part of a multi-byte character: not held
+    if "[" in rest or "{" in rest:  # a call: not held
         return True
+    names = said_whole(names)
     i = 0
     while i < len(rest):
         if rest[i].isupper() and not _joined(rest, i - 1):
             tail = rest[i:]
-            if any(n.startswith(tail) for n in names):  # the text ends inside a name
+            if _ends_inside(tail, names):
                 return True
             # a name ends on a word boundary, and not where a capitalised word follows: that would run two names
             # into one ("Iqbal Iqbal")
@@ -447,7 +479,15 @@ class CopyAnswerNames(_Choose):
 
     def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
         text = self._generated(input_ids)
-        return self._best(scores, lambda piece: answer_names_ok(text + piece, self.names))
+        ids = input_ids[0, self.prompt_len :].tolist()
+
+        def ok(i: int) -> bool:
+            piece = self._text(i)
+            if "\ufffd" in piece or text.endswith("\ufffd"):  # one byte of a character: decode it with those before
+                return answer_names_ok(self.tokenizer.decode(ids + [i], skip_special_tokens=False), self.names)
+            return answer_names_ok(text + piece, self.names)
+
+        return self._best_id(scores, ok)
 
 
 def invented_terms(model_text: str, allowed: AllowedTerms) -> tuple[list[str], int]:
