@@ -19,7 +19,8 @@ order, and when to stop stay the model's choice. A 135M model otherwise drifts w
 `CopyAnswerNames` holds a free answer (no `StateFacts`: the answer in the model's own words) to names it was given:
 every run of capitalised words must be one of the reply's subjects and objects or the user's words ("I" aside), so
 an answer cannot respell "Kenji Mensah" as "Kuno Mensah" or add a person no one named. The words between names stay
-free.
+free; a name that begins in lower case may be said from its first capitalised word on ("Chicago Cubs" for "the Chicago
+Cubs"), and a token that is one byte of a character is judged with the bytes before it.
 """
 
 from __future__ import annotations
