@@ -63,8 +63,8 @@ def evaluate_new_relations(
     scripted one); `question_of`: the read-back question of the first gold triple (default `QUESTION` in Re-DocRED's
     relation words); `prefill`: the row's `memory` facts are stored before the statement, as other facts would be;
     `relation_names`, `read_relations`: a write's (and a read's) relation copies one of them or the user's words;
-    `answer_names`: with `copy_names`, the read-back answer's capitalised words copy the reply's names or the user's;
-    with or without it, the answer ends at a sentence it already said (`RetLLMController`)."""
+    `answer_names`: the read-back answer ends at a sentence it already said and, with `copy_names`, its capitalised
+    words copy the reply's names or the user's (`RetLLMController`)."""
     gen = generator or HFGenerator(model, tokenizer, max_new_tokens=max_new_tokens)
     prompt_fn = prompt_fn or (lambda u: chat_prompt(tokenizer, u))
     out = []
