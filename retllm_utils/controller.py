@@ -57,7 +57,8 @@ class Generator(Protocol):
     """Continues `text`; stops at the end token or as soon as `pause(generated_so_far)` is true; given `allowed`,
     call terms copy only those phrases (called with it only by a controller with `copy_names=True`); given
     `answer`, the continuation states only those sentences (a controller with an `answer_form`); given `names`, every
-    name the continuation writes outside a call is one of them (a free answer with `copy_names=True`)."""
+    name the continuation writes outside a call is one of them (a free answer with `copy_names=True`), and the
+    reply's names one sentence says go together as the reply's (subject, object) `pairs` do."""
 
     def __call__(
         self,
@@ -66,6 +67,7 @@ class Generator(Protocol):
         allowed: AllowedTerms | None = None,
         answer: Sequence[str] | None = None,
         names: Sequence[str] | None = None,
+        pairs: Sequence[tuple[str, str]] | None = None,
     ) -> tuple[str, bool]: ...
 
 
@@ -190,16 +192,17 @@ class HFGenerator:
         allowed: AllowedTerms | None = None,
         answer: Sequence[str] | None = None,
         names: Sequence[str] | None = None,
+        pairs: Sequence[tuple[str, str]] | None = None,
     ) -> tuple[str, bool]:
         """`text` as a tuple of pieces tokenizes each piece on its own, e.g. (head, "({MEM_WRITE-->"), as training.
         `allowed`: call terms may only copy these phrases (`chat.copying.CopyTerms`); `answer`: the continuation
-        states only these sentences, each once (`chat.copying.StateFacts`); `names`: the names it may write
-        (`chat.copying.CopyAnswerNames`)."""
+        states only these sentences, each once (`chat.copying.StateFacts`); `names`: the names it may write, and
+        `pairs`: the reply's (subject, object) pairs they keep to (`chat.copying.CopyAnswerNames`)."""
         text, prompt_ids = self._prompt(text)
         ids = torch.tensor([prompt_ids], device=self.model.device)
         stops = StoppingCriteriaList([_PauseCriterion(self.tokenizer, ids.shape[1], pause)] if pause else [])
         kwargs = dict(self.generate_kwargs)
-        extra = self._processors(ids.shape[1], allowed, answer, names)
+        extra = self._processors(ids.shape[1], allowed, answer, names, pairs)
         if extra:
             kwargs["logits_processor"] = LogitsProcessorList([*kwargs.get("logits_processor", []), *extra])
         out = self.model.generate(
@@ -243,6 +246,7 @@ class HFGenerator:
         allowed: AllowedTerms | None,
         answer: Sequence[str] | None,
         names: Sequence[str] | None = None,
+        pairs: Sequence[tuple[str, str]] | None = None,
     ) -> list[LogitsProcessor]:
         """The decoding constraints a call asks for (names copied, the answer held to the reply's sentences or its
         names)."""
@@ -254,7 +258,7 @@ class HFGenerator:
         if answer:
             extra.append(StateFacts(self.tokenizer, prompt_len, answer, self.end_id))
         elif names is not None:
-            extra.append(CopyAnswerNames(self.tokenizer, prompt_len, names))
+            extra.append(CopyAnswerNames(self.tokenizer, prompt_len, names, pairs or ()))
         return extra
 
     def _done(self, text: str, prompt_ids: list[int], new: list[int]) -> tuple[str, bool]:
@@ -281,8 +285,9 @@ class ScriptedGenerator:
         allowed: AllowedTerms | None = None,
         answer: Sequence[str] | None = None,
         names: Sequence[str] | None = None,
+        pairs: Sequence[tuple[str, str]] | None = None,
     ) -> tuple[str, bool]:
-        """`allowed`, `answer` and `names` are ignored: a script says what it says."""
+        """`allowed`, `answer`, `names` and `pairs` are ignored: a script says what it says."""
         full = self.respond(text if isinstance(text, str) else "".join(text))
         if pause:
             for i in range(1, len(full) + 1):
@@ -516,5 +521,8 @@ class RetLLMController:
         if results and None not in sentences:
             return {"answer": sentences}
         if allowed is not None and self.answer_names:
-            return {"names": sorted({x for t in results for x in (t[0], t[2])} | allowed.write)}
+            return {
+                "names": sorted({x for t in results for x in (t[0], t[2])} | allowed.write),
+                "pairs": sorted({(t[0], t[2]) for t in results}),
+            }
         return {}

@@ -398,14 +398,40 @@ def test_the_answer_hold_decodes_a_characters_bytes_together(smol):
     assert chosen("Petra Dogan plays for Jos", [lead], tail) == tail  # and the two bytes make "é"
 
 
+PAIRS = [("Mikael Castillo", "Amazon"), ("Mikael Borges", "AMD"), ("Alma Le", "AMD"), ("Rahul Lam", "the Chicago Cubs")]
+PAIR_NAMES = sorted({x for p in PAIRS for x in p} | {"Who", "I"})
+
+
+@pytest.mark.parametrize(
+    "text, ok",
+    [
+        ("Mikael Castillo is employed by Amazon. Mikael Borges is employed by AMD.", True),
+        ("Mikael Castillo is employed by Amazon. Mikael Borges is employed by Amazon.", False),  # not the reply's pair
+        ("Mikael Borges is employed by Am", False),  # refused as soon as only Amazon can follow
+        ("Mikael Borges is employed by A", True),  # AMD can
+        ("Mikael Borges and Alma Le are employed by AMD.", True),  # two subjects, each paired with AMD
+        ("Mikael Castillo and Alma Le are employed by AMD.", False),
+        ("AMD employs Alma Le and Mikael Borges.", True),  # the pair in either order
+        ("Mikael Borges works at AMD; Mikael Castillo works at Amazon.", True),  # a new clause, a new pair
+        ("Mikael Borges works at AMD, Mikael Castillo at Amazon.", False),  # one sentence: held as one
+        ("Who? Rahul Lam plays for the Chicago Cubs.", True),  # the user's words go with any; a lower-case name
+        ("Rahul Lam plays for the Chicago Cubs. Alma Le plays for the Chicago Cubs.", False),
+    ],
+)
+def test_the_replys_names_in_one_sentence_go_together_as_the_reply_pairs_them(text, ok):
+    assert answer_names_ok(text, PAIR_NAMES, PAIRS) is ok
+    assert answer_names_ok(text, PAIR_NAMES)  # without the pairs each is allowed: only the pairs refuse
+
+
 class _Names:
     """Records the names the controller hands to each generator call."""
 
     def __init__(self):
         self.names = []
 
-    def __call__(self, text, pause=None, allowed=None, answer=None, names=None):
+    def __call__(self, text, pause=None, allowed=None, answer=None, names=None, pairs=None):
         self.names.append(names)
+        self.pairs = pairs
         return ("[MEM_READ{>>lives in>>}:", False) if len(self.names) == 1 else ("Ann Lee lives in Lyon.", True)
 
 
@@ -421,6 +447,7 @@ def test_a_free_answer_is_handed_the_replys_and_the_users_names_when_names_are_c
     assert gen.names[0] is None
     if copy:
         assert {"Ann Lee", "Lyon", "Bo Wu", "Oslo", "Who lives where"} <= set(gen.names[1])
+        assert gen.pairs == [("Ann Lee", "Lyon"), ("Bo Wu", "Oslo")]
     else:
         assert gen.names[1] is None
 

@@ -20,7 +20,9 @@ order, and when to stop stay the model's choice. A 135M model otherwise drifts w
 every run of capitalised words must be one of the reply's subjects and objects or the user's words ("I" aside), so
 an answer cannot respell "Kenji Mensah" as "Kuno Mensah" or add a person no one named. The words between names stay
 free; a name that begins in lower case may be said from its first capitalised word on ("Chicago Cubs" for "the Chicago
-Cubs"), and a token that is one byte of a character is judged with the bytes before it.
+Cubs"), and a token that is one byte of a character is judged with the bytes before it. Given the reply's (subject,
+object) pairs, the reply's names one sentence says must go together: "Mikael Borges is employed by Amazon." is refused
+when the reply pairs Mikael Borges with AMD only (a 135M model listing six facts drifts to the first company).
 """
 
 from __future__ import annotations
@@ -443,40 +445,84 @@ def _ends_inside(tail: str, names: Iterable[str]) -> bool:
     return any(n.startswith(head) and len(n) > len(head) and not n[len(head)].isascii() for n in names)
 
 
-def answer_names_ok(text: str, names: Iterable[str]) -> bool:
+def _forms(names: Iterable[str]) -> dict[str, set[str]]:
+    """Each capitalised form an answer may write (`said_whole`) -> the names it says."""
+    out: dict[str, set[str]] = {}
+    for n in names:
+        for f in said_whole([n]):
+            out.setdefault(f, set()).add(n)
+    return out
+
+
+def _goes_with(name: str, said: Sequence[str], pairs: set[tuple[str, str]]) -> bool:
+    """True when `name` may share a sentence with the reply's names `said` before it: each pair is one of the reply's
+    (subject, object) pairs, or two subjects, or two objects ("Ann and Bo are employed by SAP"). A name outside
+    the reply's pairs (the user's words) goes with any."""
+    subjects, objects = {s for s, _ in pairs}, {o for _, o in pairs}
+    if name not in subjects and name not in objects:
+        return True
+    return all(
+        m == name
+        or (m, name) in pairs
+        or (name, m) in pairs
+        or (m in subjects and name in subjects)
+        or (m in objects and name in objects)
+        for m in said
+    )
+
+
+def answer_names_ok(text: str, names: Iterable[str], pairs: Iterable[tuple[str, str]] = ()) -> bool:
     """True when every capitalised word of `text` after its last call begins one of `names` (`said_whole`), each
     name ending on a word boundary (a possessive 's may follow) with no capitalised word right after it, and the
-    text, if it stops inside a name, stops in one of them.
+    text, if it stops inside a name, stops in one of them. With `pairs` (the reply's (subject, object) pairs), the
+    reply's names that one sentence says must go together (`_goes_with`): a person is not put at another's company.
     Text inside a call is `CopyTerms`' to hold."""
     rest = text[text.rfind("]") + 1 :]
     if "[" in rest or "{" in rest:  # a call: not held
         return True
-    names = said_whole(names)
+    forms, pairs = _forms(names), set(pairs)
+    paired = {x for p in pairs for x in p}
+    said: list[str] = []  # the reply's names this sentence has said
+
+    def fits(form: str) -> str | None:
+        """The name `form` says that goes with `said`, or None."""
+        return next((n for n in sorted(forms[form]) if _goes_with(n, said, pairs)), None)
+
     i = 0
     while i < len(rest):
         if rest[i].isupper() and not _joined(rest, i - 1):
             tail = rest[i:]
-            if _ends_inside(tail, names):
-                return True
+            if _ends_inside(tail, forms):
+                return any(fits(f) for f in forms if _ends_inside(tail, [f]))
             # a name ends on a word boundary, and not where a capitalised word follows: that would run two names
             # into one ("Iqbal Iqbal")
             ends = [
-                len(n) for n in names if tail.startswith(n) and not _joined(tail, len(n)) and not _runs_on(tail, len(n))
+                f for f in forms if tail.startswith(f) and not _joined(tail, len(f)) and not _runs_on(tail, len(f))
             ]
-            if not ends:
+            fitting = [(len(f), n) for f in ends if (n := fits(f)) is not None]
+            if not fitting:
                 return False
-            i += max(ends)
+            k, n = max(fitting)
+            if n in paired:
+                said.append(n)
+            i += k
         else:
+            if rest[i] == "\n" or rest[i] in ".!?;" and (i + 1 == len(rest) or rest[i + 1].isspace()):  # sentence ends
+                said = []
             i += 1
     return True
 
 
 class CopyAnswerNames(_Choose):
-    """Keeps a free answer's names to `names` and `ANSWER_WORDS` (module docstring); the words between them free."""
+    """Keeps a free answer's names to `names` and `ANSWER_WORDS`, and the reply's names in one sentence to its
+    `pairs` (module docstring); the words between them free."""
 
-    def __init__(self, tokenizer: Any, prompt_len: int, names: Iterable[str]):
+    def __init__(
+        self, tokenizer: Any, prompt_len: int, names: Iterable[str], pairs: Iterable[tuple[str, str]] = ()
+    ):
         super().__init__(tokenizer, prompt_len)
         self.names = sorted({n for n in names if n} | ANSWER_WORDS)
+        self.pairs = sorted(set(pairs))
 
     def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
         text = self._generated(input_ids)
@@ -485,8 +531,10 @@ class CopyAnswerNames(_Choose):
         def ok(i: int) -> bool:
             piece = self._text(i)
             if "\ufffd" in piece or text.endswith("\ufffd"):  # one byte of a character: decode it with those before
-                return answer_names_ok(self.tokenizer.decode(ids + [i], skip_special_tokens=False), self.names)
-            return answer_names_ok(text + piece, self.names)
+                text_i = self.tokenizer.decode(ids + [i], skip_special_tokens=False)
+            else:
+                text_i = text + piece
+            return answer_names_ok(text_i, self.names, self.pairs)
 
         return self._best_id(scores, ok)
 

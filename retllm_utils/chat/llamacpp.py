@@ -141,9 +141,10 @@ class LlamaCppGenerator(HFGenerator):
         allowed: AllowedTerms | None = None,
         answer: Sequence[str] | None = None,
         names: Sequence[str] | None = None,
+        pairs: Sequence[tuple[str, str]] | None = None,
     ) -> tuple[str, bool]:
         text, prompt_ids = self._prompt(text)
-        processors = self.extra + self._processors(len(prompt_ids), allowed, answer, names)
+        processors = self.extra + self._processors(len(prompt_ids), allowed, answer, names, pairs)
         self._feed(prompt_ids)
         ids, new = list(prompt_ids), []
         for _ in range(self.max_new_tokens):
