@@ -1,18 +1,21 @@
 """Free answers with their names held or free: notebook 03's two free-answer passes, with and without `answer_names`.
 
-    .venv/bin/python experiments/free_answer_names.py  # -> experiments/results/free_answer_names.json (~31 min)
+    .venv/bin/python experiments/free_answer_names.py  # -> experiments/results/free_answer_names.json (~46 min)
+    .venv/bin/python experiments/free_answer_names.py --settings "names and pairs held"  # one setting, kept beside
 
 Notebook 03 scores the committed whole-sequence cpu adapter with the answer in the model's own words on its first
 168 test examples and the 120 paraphrase examples ("RET-LLM, free answer" in results/03_retllm.json): call terms are
 copied, and, with its `answer_names` on, every capitalised word the answer writes must be one of the reply's subjects
 and objects or a run of the user's words (`copying.CopyAnswerNames`), and the answer ends at a sentence it says a
-second time (`controller.repeated_sentence`). Here the same passes (same adapter, rows, LSH memory, MiniLM,
-transformers fp32, names and relations copied, reads by words and likelihood) run with `answer_names` off and on;
-the table prints both.
+second time (`controller.repeated_sentence`); with `answer_pairs` (on in notebook 03) the reply's names one sentence
+says must also go together as the reply pairs them. Here the same passes (same adapter, rows, LSH memory, MiniLM,
+transformers fp32, names and relations copied, reads by words and likelihood) run with the names free, held, and held
+with their pairs; the table prints each setting in the results file.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import time
 import warnings
@@ -30,7 +33,15 @@ from retllm_utils.retllm.synthetic import company_names, load_synthetic, relatio
 OUT = Path(__file__).resolve().parent / "results" / "free_answer_names.json"
 
 
+SETTINGS = {"names free": (False, False), "names held": (True, False), "names and pairs held": (True, True)}
+
+
 def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--settings", default=",".join(SETTINGS), help=f"comma-separated, of: {', '.join(SETTINGS)}")
+    settings = ap.parse_args().settings.split(",")
+    if unknown := set(settings) - set(SETTINGS):
+        raise SystemExit(f"unknown settings {sorted(unknown)}; choose from {list(SETTINGS)}")
     warnings.filterwarnings("ignore", message="`is_gradient_checkpointing` is deprecated", category=FutureWarning)
     set_seed(0)
     config = RetLLMConfig.for_profile("cpu", phrasings="wide")
@@ -42,11 +53,11 @@ def main() -> None:
     base, tokenizer = load_model("smollm2-135m-instruct")
     model = PeftModel.from_pretrained(base, run_dir("retllm", "cpu") / "adapter_nomask").eval()
     embedder = load_embedder("all-minilm-l6-v2")
-    out, rows = {}, []
+    out = json.loads(OUT.read_text()) if OUT.is_file() else {}  # the settings not run here are kept
     for split, examples in splits.items():
-        out[split] = {}
-        for held in (False, True):
-            name = "names held" if held else "names free"
+        out.setdefault(split, {})
+        for name in settings:
+            held, pairs = SETTINGS[name]
             t0 = time.perf_counter()
             df = evaluate_retllm(
                 model,
@@ -60,12 +71,13 @@ def main() -> None:
                 relation_names=relation_vocabulary(),
                 read_relations="likely",
                 answer_names=held,
+                answer_pairs=pairs,
                 desc=f"{split}, {name}",
             )
             secs = time.perf_counter() - t0
             t = summarize(df)
             reads = df[df["kind"] == "read"]
-            r = out[split][name] = {
+            out[split][name] = {
                 "n": len(df),
                 "questions": len(reads),
                 "facts_acc": float(t.loc["all", "facts_acc"]),
@@ -80,14 +92,13 @@ def main() -> None:
                     for _, m in reads[~reads["facts_ok"].astype(bool) | reads["invented"].map(bool)].iterrows()
                 ],
             }
-            rows.append(
-                f"| {split} | {name} | {r['facts_acc']:.3f} | {r['answer_acc']:.3f} | {r['invented_rate']:.3f} |"
-            )
     OUT.write_text(json.dumps(out, indent=1) + "\n")
     print("| split | free answer | answers (facts) | answers (names) | invented |")
     print("| --- | --- | --- | --- | --- |")
-    print("\n".join(rows))
-    print(f"-> {OUT.relative_to(ROOT)}; {sum(r['seconds'] for o in out.values() for r in o.values()):.0f} s")
+    for split, by_name in out.items():
+        for name, r in by_name.items():
+            print(f"| {split} | {name} | {r['facts_acc']:.3f} | {r['answer_acc']:.3f} | {r['invented_rate']:.3f} |")
+    print(f"-> {OUT.relative_to(ROOT)}; {sum(out[s][n]['seconds'] for s in out for n in settings):.0f} s this run")
 
 
 if __name__ == "__main__":

@@ -336,6 +336,7 @@ class RetLLMController:
         stop_repeated_writes: bool = True,
         stop_repeated_sentences: bool = False,
         answer_names: bool = False,
+        answer_pairs: bool = True,
     ):
         self.generator, self.memory, self.prompt_fn, self.max_calls = generator, memory, prompt_fn, max_calls
         # call terms copy the user's words or stored phrases (`chat.copying`; beyond the paper)
@@ -361,6 +362,9 @@ class RetLLMController:
         self.stop_repeated_sentences = stop_repeated_sentences
         # with `copy_names`: a free answer's names are the reply's or the user's (`chat.copying.CopyAnswerNames`)
         self.answer_names = answer_names
+        # and the reply's names one sentence says go together as the reply pairs them (a listed person is not put at
+        # another's company)
+        self.answer_pairs = answer_pairs
 
     @classmethod
     def from_model(cls, model: Any, tokenizer: Any, memory: Any, **kw: Any) -> "RetLLMController":
@@ -516,13 +520,11 @@ class RetLLMController:
     def _answer_sentences(self, results: Sequence[Triple], allowed: AllowedTerms | None = None) -> dict:
         """The generator's options after a reply: every fact's sentence (`answer`), or, with no form for one of
         them, names copied (`allowed`) and `answer_names`, the names the answer may write: the reply's and the
-        user's."""
+        user's, and with `answer_pairs` the reply's (subject, object) pairs they keep to."""
         sentences = [self.answer_form(t) for t in results] if self.answer_form is not None else [None]
         if results and None not in sentences:
             return {"answer": sentences}
         if allowed is not None and self.answer_names:
-            return {
-                "names": sorted({x for t in results for x in (t[0], t[2])} | allowed.write),
-                "pairs": sorted({(t[0], t[2]) for t in results}),
-            }
+            names = sorted({x for t in results for x in (t[0], t[2])} | allowed.write)
+            return {"names": names, "pairs": sorted({(t[0], t[2]) for t in results}) if self.answer_pairs else None}
         return {}

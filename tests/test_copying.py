@@ -452,6 +452,15 @@ def test_a_free_answer_is_handed_the_replys_and_the_users_names_when_names_are_c
         assert gen.names[1] is None
 
 
+def test_answer_pairs_off_hands_the_names_without_their_pairs():
+    mem = TripleMemory(embedder=_Flat())
+    mem.write("Ann Lee", "lives in", "Lyon")
+    gen = _Names()
+    kw = dict(copy_names=True, answer_form=fact_sentence, answer_names=True, answer_pairs=False)
+    RetLLMController(gen, mem, lambda u: u, **kw).chat("Who lives where?")
+    assert "Ann Lee" in gen.names[1] and gen.pairs is None
+
+
 @pytest.mark.model
 def test_a_pushed_respelt_name_in_a_free_answer_is_said_only_without_copied_names(smol):
     model, tok = smol

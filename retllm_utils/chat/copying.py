@@ -496,9 +496,7 @@ def answer_names_ok(text: str, names: Iterable[str], pairs: Iterable[tuple[str, 
                 return any(fits(f) for f in forms if _ends_inside(tail, [f]))
             # a name ends on a word boundary, and not where a capitalised word follows: that would run two names
             # into one ("Iqbal Iqbal")
-            ends = [
-                f for f in forms if tail.startswith(f) and not _joined(tail, len(f)) and not _runs_on(tail, len(f))
-            ]
+            ends = [f for f in forms if tail.startswith(f) and not _joined(tail, len(f)) and not _runs_on(tail, len(f))]
             fitting = [(len(f), n) for f in ends if (n := fits(f)) is not None]
             if not fitting:
                 return False
@@ -517,9 +515,7 @@ class CopyAnswerNames(_Choose):
     """Keeps a free answer's names to `names` and `ANSWER_WORDS`, and the reply's names in one sentence to its
     `pairs` (module docstring); the words between them free."""
 
-    def __init__(
-        self, tokenizer: Any, prompt_len: int, names: Iterable[str], pairs: Iterable[tuple[str, str]] = ()
-    ):
+    def __init__(self, tokenizer: Any, prompt_len: int, names: Iterable[str], pairs: Iterable[tuple[str, str]] = ()):
         super().__init__(tokenizer, prompt_len)
         self.names = sorted({n for n in names if n} | ANSWER_WORDS)
         self.pairs = sorted(set(pairs))

@@ -168,6 +168,7 @@ def evaluate_retllm(
     relation_names: Sequence[str] | None = None,
     read_relations: bool | str = False,
     answer_names: bool = False,
+    answer_pairs: bool = True,
 ) -> pd.DataFrame:
     """Every example through the controller with its scene in memory; one record per example.
 
@@ -177,7 +178,8 @@ def evaluate_retllm(
     names a call may copy when the user lower-cases or misspells them (`copying.allowed_terms`); `relation_names`:
     with `copy_names`, a write's relation is one of them or the user's words (None: free); `read_relations`: a read's
     too (`RetLLMController`); `answer_names`: with `copy_names`, a free answer's names copy the reply's or the user's,
-    and it ends at a sentence it already said (`copying.CopyAnswerNames`, `controller.repeated_sentence`)."""
+    and it ends at a sentence it already said (`copying.CopyAnswerNames`, `controller.repeated_sentence`);
+    `answer_pairs`: with it, the reply's names one sentence says go together as the reply pairs them."""
     rows = list(rows)
     gen = generator or HFGenerator(model, tokenizer, max_new_tokens=max_new_tokens)
     out = []
@@ -194,6 +196,7 @@ def evaluate_retllm(
             read_relations=read_relations,
             answer_form=form,
             answer_names=answer_names,
+            answer_pairs=answer_pairs,
             stop_repeated_sentences=answer_names,
         )
         turn = ctl.chat(row["user"])
