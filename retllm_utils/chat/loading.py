@@ -127,8 +127,8 @@ def load_retllm(
         # stored relations or none
         read_relations="likely",
         answer_form=answer_form,
-        # a free answer (a relation `answer_form` has no words for): its names the reply's or the user's, and it
-        # ends at a sentence said twice, as notebook 03 scores it
+        # a free answer (a relation `answer_form` has no words for): its names the reply's or the user's, the reply's
+        # paired as the reply pairs them, and it ends at a sentence said twice, as notebook 03 scores it
         answer_names=True,
         stop_repeated_sentences=True,
     )
