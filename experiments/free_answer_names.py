@@ -1,4 +1,5 @@
-"""Free answers with their names held or free: notebook 03's two free-answer passes, with and without `answer_names`.
+"""Free answers with their names free, held, and held with their pairs (`answer_names`, `answer_pairs`): notebook 03's
+two free-answer passes in each setting.
 
     .venv/bin/python experiments/free_answer_names.py  # -> experiments/results/free_answer_names.json (~46 min)
     .venv/bin/python experiments/free_answer_names.py --settings "names and pairs held"  # one setting, kept beside

@@ -22,7 +22,8 @@ an answer cannot respell "Kenji Mensah" as "Kuno Mensah" or add a person no one 
 free; a name that begins in lower case may be said from its first capitalised word on ("Chicago Cubs" for "the Chicago
 Cubs"), and a token that is one byte of a character is judged with the bytes before it. Given the reply's (subject,
 object) pairs, the reply's names one sentence says must go together: "Mikael Borges is employed by Amazon." is refused
-when the reply pairs Mikael Borges with AMD only (a 135M model listing six facts drifts to the first company).
+when the reply pairs Mikael Borges with AMD only (a 135M model listing a long reply puts people at another of its
+companies).
 """
 
 from __future__ import annotations
