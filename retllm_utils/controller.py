@@ -337,6 +337,8 @@ class RetLLMController:
         stop_repeated_sentences: bool = False,
         answer_names: bool = False,
         answer_pairs: bool = True,
+        no_answer: str | None = None,
+        either_order: bool = False,
     ):
         self.generator, self.memory, self.prompt_fn, self.max_calls = generator, memory, prompt_fn, max_calls
         # call terms copy the user's words or stored phrases (`chat.copying`; beyond the paper)
@@ -354,6 +356,12 @@ class RetLLMController:
         # the sentence stating one fact (None: no known form): an answer after a read then states only the reply's
         # facts, each once, in those words (`chat.copying.StateFacts`; beyond the paper)
         self.answer_form = answer_form
+        # with `answer_form`: the one sentence after an empty reply, in the same words (None: the model answers it,
+        # under `answer_names`); the reply states no fact, so no answer may state one
+        self.no_answer = no_answer
+        # a read naming two entities and no relation ("the tie between A and B") that finds nothing reads them the
+        # other way round too: the question does not depend on their order (beyond the paper)
+        self.either_order = either_order
         self.max_results = max_results  # a broad read on a large memory must not overflow the model's context
         self.max_writes = max_writes  # per turn: a runaway model cannot write thousands of triples
         # a write call that repeats one of the turn's ends the turn, unkept (`repeated_write`; beyond the paper)
@@ -365,6 +373,8 @@ class RetLLMController:
         # and the reply's names one sentence says go together as the reply pairs them (a listed person is not put at
         # another's company)
         self.answer_pairs = answer_pairs
+        # with `copy_names`: a call's term that is a known name in other case ("EBay") is respelt as it ("eBay")
+        self._known_by_fold = {k.casefold(): k for k in self.known_names}
 
     @classmethod
     def from_model(cls, model: Any, tokenizer: Any, memory: Any, **kw: Any) -> "RetLLMController":
@@ -392,6 +402,7 @@ class RetLLMController:
         answering = False  # after a read: the continuation is the answer
         for _ in range(self.max_calls + 1):
             cont, ended = self.generator(context + generated, self._pause(generated, answering), **copy, **answer)
+            cont = self._respelled(cont)
             calls = api.parse_retllm(cont)
             repeat, reason = None, ""
             again = repeated_write(generated + cont, len(generated)) if self.stop_repeated_writes else None
@@ -432,6 +443,9 @@ class RetLLMController:
             if self.read_relations in ("words", "likely"):  # a relation asked in other words: the stored one
                 read = self._relation_by_words(read, trace)
             results = self._read(read, trace)
+            s, r, o = read.queries[0]
+            if self.either_order and not results and s and o and not r:
+                results = self._read(dataclasses.replace(read, queries=((o, r, s), *read.queries[1:])), trace)
             if self.read_relations == "likely" and not results:  # nothing found, fuzzy included: asked again with
                 # the entity's likeliest stored relation or none, if the relation is stored nowhere and not a name
                 again = self._relation_by_likelihood(read, _text(context) + generated[:call_at], trace)
@@ -449,6 +463,26 @@ class RetLLMController:
                 )
             )
         return Turn(answer=api.strip_retllm_calls(generated).strip(), model_text=generated, trace=trace)
+
+    def _respelled(self, text: str) -> str:
+        """`text` with each call's subject or object that is a known name in other case spelt as the known name:
+        the model capitalises a name in a call ("EBay" for eBay), the memory and the calls keep one spelling."""
+        if not self.copy_names or not self._known_by_fold:
+            return text
+        for c in reversed(api.parse_retllm(text)):
+            if not isinstance(c, (MemWrite, MemRead)):
+                continue
+            t = c.triples[0] if isinstance(c, MemWrite) else c.queries[0]
+            new = Triple(
+                self._known_by_fold.get(t[0].casefold(), t[0]), t[1], self._known_by_fold.get(t[2].casefold(), t[2])
+            )
+            if new == t:
+                continue
+            if isinstance(c, MemWrite):
+                text = text[: c.start] + api.format_retllm_write([new]) + text[c.end :]
+            else:
+                text = text[: c.start] + api.format_retllm_read_query(new) + text[api.read_query_end(text, c) :]
+        return text
 
     def _read(self, read: MemRead, trace: list[dict]) -> list[Triple]:
         """The memory's reply to a read (at most `max_results`, the newest), a "read" event in the trace; a memory
@@ -518,12 +552,14 @@ class RetLLMController:
         )
 
     def _answer_sentences(self, results: Sequence[Triple], allowed: AllowedTerms | None = None) -> dict:
-        """The generator's options after a reply: every fact's sentence (`answer`), or, with no form for one of
-        them, names copied (`allowed`) and `answer_names`, the names the answer may write: the reply's and the
-        user's, and with `answer_pairs` the reply's (subject, object) pairs they keep to."""
+        """The generator's options after a reply: every fact's sentence (`answer`; `no_answer` for an empty reply),
+        or, with no form for one of them, names copied (`allowed`) and `answer_names`, the names the answer may
+        write: the reply's and the user's, and with `answer_pairs` the reply's (subject, object) pairs they keep to."""
         sentences = [self.answer_form(t) for t in results] if self.answer_form is not None else [None]
         if results and None not in sentences:
             return {"answer": sentences}
+        if not results and self.answer_form is not None and self.no_answer is not None:
+            return {"answer": [self.no_answer]}
         if allowed is not None and self.answer_names:
             names = sorted({x for t in results for x in (t[0], t[2])} | allowed.write)
             return {"names": names, "pairs": sorted({(t[0], t[2]) for t in results}) if self.answer_pairs else None}

@@ -24,7 +24,7 @@ from retllm_utils.chat.copying import (
     stored_relation_by_words,
     user_spans,
 )
-from retllm_utils.controller import HFGenerator, RetLLMController
+from retllm_utils.controller import HFGenerator, RetLLMController, ScriptedGenerator
 from retllm_utils.memory import TripleMemory
 from retllm_utils.prompts import chat_prompt
 from retllm_utils.retllm.synthetic import fact_sentence
@@ -303,6 +303,9 @@ def test_prefer_known_leaves_only_the_known_spelling():
     assert {"Maersk", "LG", "Nokia", "Oliver Walker", "Pilar Nagy"} <= strict.write
     assert not {"Mersk", "lg", "Lg"} & strict.write
     assert not {"Mersk", "lg", "Lg"} & strict.read
+    # typed exactly, a known name may be capitalised as a call does ("EBay"); the controller respells it
+    exact = allowed_terms("Who works at eBay? ask ebay", known=["eBay"], prefer_known=True)
+    assert {"eBay", "EBay"} <= exact.write and "Ebay" not in exact.write and "ebay" not in exact.write
     assert slips_of_known(["Mersk", "lg", "Nokia", "Oliver"], known) == {
         "Mersk": {"Maersk"},
         "lg": {"LG"},
@@ -479,3 +482,62 @@ def test_a_pushed_respelt_name_in_a_free_answer_is_said_only_without_copied_name
         answers[copy] = ctl.chat(user).answer
     assert "Kuno Mensah" in answers[False]
     assert "Kuno" not in answers[True] and answers[True].startswith("Kenji Mensah is a founder of Coca-Cola.")
+
+
+class _Answers:
+    """Scripts a read, then records what the controller hands the answer."""
+
+    def __init__(self, read: str):
+        self.read, self.answers = read, []
+
+    def __call__(self, text, pause=None, allowed=None, answer=None, names=None, pairs=None):
+        self.answers.append(answer)
+        return (self.read, False) if len(self.answers) == 1 else ("I don't know.", True)
+
+
+@pytest.mark.parametrize("no_answer", [None, "I don't know."])
+def test_an_empty_reply_is_answered_in_the_data_sets_words_when_given(no_answer):
+    mem = TripleMemory(embedder=_Flat())
+    mem.write("Ann Lee", "employed by", "Intel")
+    gen = _Answers("[MEM_READ{Ann Lee>>>>Tesla}:")
+    kw = dict(copy_names=True, answer_form=fact_sentence, answer_names=True, no_answer=no_answer)
+    RetLLMController(gen, mem, lambda u: u, **kw).chat("How are Ann Lee and Tesla connected?")
+    assert gen.answers[1] == (None if no_answer is None else [no_answer])
+
+
+@pytest.mark.parametrize("either_order", [True, False])
+def test_a_two_name_read_without_relation_finds_the_names_the_other_way_round(either_order):
+    mem = TripleMemory(embedder=_Flat())
+    mem.write("Emil Jansen", "investor in", "Ericsson")
+    gen = _Answers("[MEM_READ{Ericsson>>>>Emil Jansen}:")
+    ctl = RetLLMController(gen, mem, lambda u: u, answer_form=fact_sentence, either_order=either_order)
+    turn = ctl.chat("describe the tie between emil jansen and ericsson.")
+    reads = [e for e in turn.trace if e["event"] == "read"]
+    assert [e["query"] for e in reads] == [("Ericsson", "", "Emil Jansen")] + [
+        ("Emil Jansen", "", "Ericsson")
+    ] * either_order
+    assert gen.answers[1] == (["Emil Jansen is an investor in Ericsson."] if either_order else None)
+    # a read with a relation is directed: never turned round
+    gen = _Answers("[MEM_READ{Ericsson>>investor in>>Emil Jansen}:")
+    turn = RetLLMController(gen, mem, lambda u: u, either_order=True).chat("Does Ericsson invest in Emil Jansen?")
+    assert len([e for e in turn.trace if e["event"] == "read"]) == 1
+
+
+@pytest.mark.parametrize("copy", [True, False])
+def test_a_known_name_capitalised_in_a_call_is_stored_and_read_as_known(copy):
+    mem = TripleMemory(embedder=_Flat())
+    script = {0: "[MEM_WRITE{Ann Lee>>employed by>>EBay}]", 1: "[MEM_READ{>>employed by>>EBay}:"}
+    calls = []
+
+    def respond(text):
+        calls.append(text)
+        return script[len(calls) - 1] if len(calls) <= 2 else "Ann Lee is employed by eBay."
+
+    ctl = RetLLMController(ScriptedGenerator(respond), mem, lambda u: u, copy_names=copy, known_names=["eBay", "SAP"])
+    turn = ctl.chat("Ann Lee works at eBay.")
+    assert list(mem) == [("Ann Lee", "employed by", "eBay" if copy else "EBay")]
+    assert turn.model_text == ("[MEM_WRITE{Ann Lee>>employed by>>eBay}]" if copy else script[0])
+    turn = ctl.chat("Who works at eBay?")
+    assert turn.model_text.startswith("[MEM_READ{>>employed by>>eBay}:" if copy else script[1])
+    read = next(e for e in turn.trace if e["event"] == "read")
+    assert read["query"].object == ("eBay" if copy else "EBay")

@@ -136,7 +136,8 @@ def allowed_terms(
     """Writes copy the user's words, re-cased as stored names are, or a `known` name the user typed with a slip;
     reads may also name any stored subject or object (memories up to `cap`). `prefer_known`: a span that types a
     known name otherwise ("lg", "Mersk") is not allowed itself, only the known name ("LG", "Maersk"), so the memory
-    stores and asks for the one spelling (the controller's rule; the invented-name measure keeps both).
+    stores and asks for the one spelling (the controller's rule; the invented-name measure keeps both); a known name
+    typed exactly keeps its re-cased form ("EBay"), which the controller runs as the known name.
     `relations` (a relation vocabulary, e.g. the data set's relation names): a write's relation is then one of them
     or the user's own words, so a relation never trained on is stored as said, not respelt ("lives in", not "is
     living in"); None leaves relations free. `read_relations`: a read's relation too is one of them, a stored relation
@@ -149,8 +150,8 @@ def allowed_terms(
     raw = user_spans(user_text)
     slips = slips_of_known(raw, known)
     spans = raw | {recased(s) for s in raw} | {k for names in slips.values() for k in names}
-    if prefer_known:
-        spans -= {v for s, names in slips.items() for v in (s, recased(s)) if v not in names}
+    if prefer_known:  # a known name typed exactly may be re-cased as a call capitalises it ("EBay" for eBay)
+        spans -= {v for s, names in slips.items() for v in (s, recased(s)) if v not in names and s not in names}
     stored: set[str] = set()
     stored_rels: set[str] = set()
     if memory is not None and len(memory) <= cap:

@@ -86,11 +86,13 @@ def load_retllm(
     engine: str = "auto",
     llama_cpp_src: str | None = None,
     answer_form: Callable | None = None,
+    no_answer: str | None = None,
 ) -> tuple[dict[str, RetLLMController], Any, str]:
     """(controllers by name, the tokenizer, a message): "trained" when notebook 02 saved the adapter of `loss`
     ("whole_sequence" or "paper") for `profile` (names copied from the message or the memory, answers held to the
-    reply's facts in `answer_form`'s words, or, for a relation it has no words for, to the reply's and the user's
-    names, as notebook 03 scores it), and "base" (zero-shot); their memory is set by `ChatSession`.
+    reply's facts in `answer_form`'s words and an empty reply answered `no_answer`, or, for a relation it has no words
+    for, to the reply's and the user's names, as notebook 03 scores it), and "base" (zero-shot); their memory is set
+    by `ChatSession`.
 
     Both run in `dtype` with the adapter merged (`models.for_chat`), or the trained one on llama.cpp
     (`engine="llama.cpp"`: the shipped 4-bit GGUF with the adapter converted, `chat.llamacpp`; `engine="xllamacpp"`:
@@ -127,6 +129,8 @@ def load_retllm(
         # stored relations or none
         read_relations="likely",
         answer_form=answer_form,
+        no_answer=no_answer,
+        either_order=True,  # "How are Ann and SAP connected?" read as (SAP, , Ann) still finds (Ann, employed by, SAP)
         # a free answer (a relation `answer_form` has no words for): its names the reply's or the user's, the reply's
         # paired as the reply pairs them, and it ends at a sentence said twice, as notebook 03 scores it
         answer_names=True,

@@ -37,7 +37,7 @@ from ..memory import TripleMemory
 from ..metrics import PRF, whole_word
 from ..prompts import chat_prompt, end_token
 from .stand_ins import false_substitutions
-from .synthetic import QUERY_TYPES, RELATIONS, answer_sentence, fact_sentence, stated_facts
+from .synthetic import NO_ANSWER, QUERY_TYPES, RELATIONS, answer_sentence, fact_sentence, stated_facts
 
 __all__ = [
     "mentioned",
@@ -169,6 +169,7 @@ def evaluate_retllm(
     read_relations: bool | str = False,
     answer_names: bool = False,
     answer_pairs: bool = True,
+    either_order: bool = False,
 ) -> pd.DataFrame:
     """Every example through the controller with its scene in memory; one record per example.
 
@@ -179,7 +180,9 @@ def evaluate_retllm(
     with `copy_names`, a write's relation is one of them or the user's words (None: free); `read_relations`: a read's
     too (`RetLLMController`); `answer_names`: with `copy_names`, a free answer's names copy the reply's or the user's,
     and it ends at a sentence it already said (`copying.CopyAnswerNames`, `controller.repeated_sentence`);
-    `answer_pairs`: with it, the reply's names one sentence says go together as the reply pairs them."""
+    `answer_pairs`: with it, the reply's names one sentence says go together as the reply pairs them; with
+    `state_facts` an empty reply is answered "I don't know." (`NO_ANSWER`, the data set's words); `either_order`: a
+    read of two names and no relation that finds nothing reads them the other way round too."""
     rows = list(rows)
     gen = generator or HFGenerator(model, tokenizer, max_new_tokens=max_new_tokens)
     out = []
@@ -198,6 +201,8 @@ def evaluate_retllm(
             answer_names=answer_names,
             answer_pairs=answer_pairs,
             stop_repeated_sentences=answer_names,
+            no_answer=NO_ANSWER if state_facts else None,
+            either_order=either_order,
         )
         turn = ctl.chat(row["user"])
         written = [e["triple"] for e in turn.trace if e["event"] == "write"]
