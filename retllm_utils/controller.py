@@ -15,7 +15,9 @@ term, encoder or database error) is an "error" event in the turn's trace, never 
 turn stores at most `max_writes` triples.
 
 Decoding constraints beyond the paper (`copy_names`, `answer_form`) live in `chat.copying`, imported only when a
-controller or generator is asked for them.
+controller or generator is asked for them. Two read rules beyond the paper stay here: a read of two names and no
+relation that finds nothing reads them the other way round, names exact (`either_order`), and with `answer_form` an
+empty reply is answered in the same words (`no_answer`).
 """
 
 from __future__ import annotations
@@ -360,7 +362,7 @@ class RetLLMController:
         # under `answer_names`); the reply states no fact, so no answer may state one
         self.no_answer = no_answer
         # a read naming two entities and no relation ("the tie between A and B") that finds nothing reads them the
-        # other way round too: the question does not depend on their order (beyond the paper)
+        # other way round too, names exact: the question does not depend on their order (beyond the paper)
         self.either_order = either_order
         self.max_results = max_results  # a broad read on a large memory must not overflow the model's context
         self.max_writes = max_writes  # per turn: a runaway model cannot write thousands of triples
@@ -443,9 +445,8 @@ class RetLLMController:
             if self.read_relations in ("words", "likely"):  # a relation asked in other words: the stored one
                 read = self._relation_by_words(read, trace)
             results = self._read(read, trace)
-            s, r, o = read.queries[0]
-            if self.either_order and not results and s and o and not r:
-                results = self._read(dataclasses.replace(read, queries=((o, r, s), *read.queries[1:])), trace)
+            if self.either_order and not results:
+                results = self._other_way(read, trace)
             if self.read_relations == "likely" and not results:  # nothing found, fuzzy included: asked again with
                 # the entity's likeliest stored relation or none, if the relation is stored nowhere and not a name
                 again = self._relation_by_likelihood(read, _text(context) + generated[:call_at], trace)
@@ -483,6 +484,19 @@ class RetLLMController:
             else:
                 text = text[: c.start] + api.format_retllm_read_query(new) + text[api.read_query_end(text, c) :]
         return text
+
+    def _other_way(self, read: MemRead, trace: list[dict]) -> list[Triple]:
+        """The reply to a read of two names and no relation asked the other way round, when the memory holds a fact
+        between them that way, names exact (the fuzzy read's thresholds are per role: a person's name must not be
+        matched by the organisations' rule); else none. Skipped over `STORED_CAP` facts."""
+        from .chat.copying import STORED_CAP
+
+        s, r, o = read.queries[0]
+        if not (s and o) or r or len(self.memory) > STORED_CAP:
+            return []
+        if not any(t[0] == o and t[2] == s for t in self.memory):
+            return []
+        return self._read(dataclasses.replace(read, queries=((o, r, s), *read.queries[1:])), trace)
 
     def _read(self, read: MemRead, trace: list[dict]) -> list[Triple]:
         """The memory's reply to a read (at most `max_results`, the newest), a "read" event in the trace; a memory

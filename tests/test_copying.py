@@ -517,6 +517,10 @@ def test_a_two_name_read_without_relation_finds_the_names_the_other_way_round(ei
         ("Emil Jansen", "", "Ericsson")
     ] * either_order
     assert gen.answers[1] == (["Emil Jansen is an investor in Ericsson."] if either_order else None)
+    # the other way round only with the names exact: a misspelt person is not matched in the object's role
+    gen = _Answers("[MEM_READ{Ericsson>>>>Emil Jansenn}:")
+    turn = RetLLMController(gen, mem, lambda u: u, either_order=True).chat("How are Emil Jansenn and Ericsson tied?")
+    assert len([e for e in turn.trace if e["event"] == "read"]) == 1
     # a read with a relation is directed: never turned round
     gen = _Answers("[MEM_READ{Ericsson>>investor in>>Emil Jansen}:")
     turn = RetLLMController(gen, mem, lambda u: u, either_order=True).chat("Does Ericsson invest in Emil Jansen?")
