@@ -375,8 +375,6 @@ class RetLLMController:
         # and the reply's names one sentence says go together as the reply pairs them (a listed person is not put at
         # another's company)
         self.answer_pairs = answer_pairs
-        # with `copy_names`: a call's term that is a known name in other case ("EBay") is respelt as it ("eBay")
-        self._known_by_fold = {k.casefold(): k for k in self.known_names}
 
     @classmethod
     def from_model(cls, model: Any, tokenizer: Any, memory: Any, **kw: Any) -> "RetLLMController":
@@ -468,15 +466,14 @@ class RetLLMController:
     def _respelled(self, text: str) -> str:
         """`text` with each call's subject or object that is a known name in other case spelt as the known name:
         the model capitalises a name in a call ("EBay" for eBay), the memory and the calls keep one spelling."""
-        if not self.copy_names or not self._known_by_fold:
+        if not self.copy_names or not self.known_names:
             return text
+        by_fold = {k.casefold(): k for k in self.known_names}  # per call: a caller may set `known_names` later
         for c in reversed(api.parse_retllm(text)):
             if not isinstance(c, (MemWrite, MemRead)):
                 continue
             t = c.triples[0] if isinstance(c, MemWrite) else c.queries[0]
-            new = Triple(
-                self._known_by_fold.get(t[0].casefold(), t[0]), t[1], self._known_by_fold.get(t[2].casefold(), t[2])
-            )
+            new = Triple(by_fold.get(t[0].casefold(), t[0]), t[1], by_fold.get(t[2].casefold(), t[2]))
             if new == t:
                 continue
             if isinstance(c, MemWrite):

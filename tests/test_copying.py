@@ -545,3 +545,12 @@ def test_a_known_name_capitalised_in_a_call_is_stored_and_read_as_known(copy):
     assert turn.model_text.startswith("[MEM_READ{>>employed by>>eBay}:" if copy else script[1])
     read = next(e for e in turn.trace if e["event"] == "read")
     assert read["query"].object == ("eBay" if copy else "EBay")
+
+
+def test_known_names_set_after_construction_are_respelt_too():
+    mem = TripleMemory(embedder=_Flat())
+    gen = _Answers("[MEM_WRITE{Ann Lee>>employed by>>EBay}]")
+    ctl = RetLLMController(gen, mem, lambda u: u, copy_names=True)
+    ctl.known_names = ("eBay",)
+    ctl.chat("Ann Lee works at eBay.")
+    assert list(mem) == [("Ann Lee", "employed by", "eBay")]
