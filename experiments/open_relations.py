@@ -33,6 +33,10 @@ same number of rows, the same held-out relations); `--more-table` prints 22 agai
 memory; the evaluation splits do not depend on it); `--free-answers` also scores the test and paraphrase splits with
 answers the model writes itself (notebook 03's free-answer passes, here on the whole splits); `--scale-table` prints
 notebook 02's rows against 2,100 rows with 360 and 500 open rows (SCALE_RUNS) from the saved JSONs.
+`--train-questions balanced` builds the training questions with each relation's verbs balanced (`wide.VerbBalance`;
+the evaluation splits unchanged); `--notebook-03` decodes as notebook 03's RET-LLM rows do; `--balance-table` prints
+drawn against balanced verbs over two seeds (BALANCE_RUNS). Each test-split pass saves its missed questions
+(`read_misses`).
 """
 
 from __future__ import annotations
@@ -201,6 +205,27 @@ SCALE_ROWS = (  # MORE_ROWS with the test split's read calls per type, Re-DocRED
 )
 
 
+# training questions' verbs drawn with their templates (notebook 02's build) or balanced per (type, relation)
+# (--train-questions balanced), two training seeds each; every pass decoded as notebook 03 (--notebook-03)
+BALANCE_RUNS = {
+    "drawn, seed 0 (notebook 02)": ("open_relations_balanced", "committed (notebook 02)"),
+    "drawn, seed 1": ("open_relations_drawn_seed1", "with open relations"),
+    "balanced, seed 0": ("open_relations_balanced", "with open relations"),
+    "balanced, seed 1": ("open_relations_balanced_seed1", "with open relations"),
+}
+
+
+BALANCE_ROWS = (  # MORE_ROWS with the test split's read calls and answers per relation-dependent type
+    *MORE_ROWS,
+    *(
+        (f"test split: {what}, ({q})", ["test", "scores", q, key])
+        for q in ("per_rel", "rel", "org_rel", "org")
+        for what, key in (("read call exact", "api_em"), ("answers (facts)", "facts_acc"))
+    ),
+    ("Re-DocRED held-out relations: read back", ["Re-DocRED held-out relations", "per_relation", "all", "answer_ok"]),
+)
+
+
 def spread_markdown(
     runs: dict[str, tuple[dict[str, Any], str]], means: dict[str, list[str]] | None = None, rows=SPREAD_ROWS
 ) -> str:
@@ -263,6 +288,13 @@ def scale_table() -> str:
     """experiments/README.md's table of more synthetic (and open) training rows, from the committed JSONs."""
     runs = {label: (json.loads((RESULTS / f"{f}.json").read_text()), name) for label, (f, name) in SCALE_RUNS.items()}
     return spread_markdown(runs, rows=SCALE_ROWS)
+
+
+def balance_table() -> str:
+    """experiments/README.md's table of drawn against balanced training-question verbs, from the committed JSONs."""
+    runs = {label: (json.loads((RESULTS / f"{f}.json").read_text()), name) for label, (f, name) in BALANCE_RUNS.items()}
+    groups = {g: [c for c in runs if c.startswith(g)] for g in ("drawn", "balanced")}
+    return spread_markdown(runs, groups, BALANCE_ROWS)
 
 
 def main() -> None:
@@ -333,14 +365,33 @@ def main() -> None:
     ap.add_argument(
         "--free-answers", action="store_true", help="also score the test and paraphrase splits with free answers"
     )
+    ap.add_argument(
+        "--train-questions",
+        choices=("drawn", "balanced"),
+        default="drawn",
+        help="how the wide build's training questions pick their template (`RetLLMConfig.train_questions`); balanced: "
+        "built in memory, the evaluation splits unchanged",
+    )
+    ap.add_argument(
+        "--notebook-03",
+        action="store_true",
+        help="decode as notebook 03's RET-LLM rows do: a write's relation one of the five names or the user's words, "
+        "a read's as --read-relation-likely, answer names copied, either_order (overrides the --copy flags)",
+    )
     ap.add_argument("--out", default="open_relations")
     ap.add_argument("--seeds-table", action="store_true", help="print the seeds table from the saved JSONs, and stop")
     ap.add_argument("--more-table", action="store_true", help="print 22 against 48 relations from the JSONs, and stop")
     ap.add_argument("--scale-table", action="store_true", help="print the training-size table from the JSONs, and stop")
+    ap.add_argument(
+        "--balance-table", action="store_true", help="print drawn against balanced question verbs from the JSONs"
+    )
     a = ap.parse_args()
-    if a.seeds_table or a.more_table or a.scale_table:
-        print(seeds_table() if a.seeds_table else more_table() if a.more_table else scale_table())
-        return
+    tables = {"seeds_table": seeds_table, "more_table": more_table, "scale_table": scale_table}
+    tables["balance_table"] = balance_table
+    for flag, table in tables.items():
+        if getattr(a, flag):
+            print(table())
+            return
 
     import torch
 
@@ -361,14 +412,19 @@ def main() -> None:
     train_seed = a.seed if a.train_seed is None else a.train_seed
     config = RetLLMConfig.for_profile("cpu", seed=train_seed, phrasings="wide")
     dd = load_synthetic("cpu", a.seed, "wide")
-    if a.n_train is not None:  # more (or fewer) training rows of the wide build; every evaluation split stays as built
+    if a.notebook_03:
+        a.copy_relations, a.five_relations, a.read_relation_likely = True, True, True
+    if a.n_train is not None or a.train_questions != "drawn":  # other training rows; every evaluation split as built
         from retllm_utils.retllm.synthetic import make_dataset
 
-        wider = RetLLMConfig.for_profile("cpu", seed=a.seed, phrasings="wide", n_train=a.n_train)
+        given = {"n_train": a.n_train} if a.n_train is not None else {}
+        wider = RetLLMConfig.for_profile(
+            "cpu", seed=a.seed, phrasings="wide", train_questions=a.train_questions, **given
+        )
         dd, built = make_dataset(wider), dd
         for split in ("test", "paraphrase", "new_relations"):
             if dd[split].to_list() != built[split].to_list():
-                raise SystemExit(f"--n-train changed the {split} split: this comparison would not be fair")
+                raise SystemExit(f"the build changed the {split} split: this comparison would not be fair")
     people = open_people(RetLLMConfig.for_profile("cpu", seed=a.seed, phrasings="wide"))  # as the build's open rows
     open_train = op.rows(a.open_n, people["train"], held_out=False, seed=a.seed, split="train", more=a.more_relations)
     _, tok = load_model()
@@ -383,6 +439,7 @@ def main() -> None:
         "wide_rows": dd["train"].num_rows,
         "data_seed": a.seed,
         "n_train": a.n_train,
+        "train_questions": a.train_questions,
     }
     meta = train_or_reuse(out_dir, train_ds, config, model_id="smollm2-135m-instruct", tokenizer=tok, info=info).meta
     print(f"trained {meta['train_seconds'] / 60:.1f} min, {meta['steps']} steps, {meta.get('tokens_per_epoch')} tokens")
@@ -419,6 +476,8 @@ def main() -> None:
         "copy_read_relations": read_mode,
         "five_relations": a.five_relations,
         "n_train": a.n_train,
+        "train_questions": a.train_questions,
+        "notebook_03": a.notebook_03,
         "data_seed": a.seed,
         "train_seed": train_seed,
         "held_out": list(op.HELD_OUT),
@@ -427,6 +486,9 @@ def main() -> None:
     }
     save = lambda: save_result(a.out, {**result, "machine": machine()}, RESULTS)  # noqa: E731
     common: dict[str, Any] = dict(index="lsh", copy_names=True, known_names=company_names())
+    if a.notebook_03:
+        common["answer_names"] = True
+    order = {"either_order": a.notebook_03}  # evaluate_retllm's alone
     if a.copy_relations:  # the five relations' names and (without --five-relations) all of Re-DocRED's
         common["relation_names"] = relation_vocabulary(redocred=not a.five_relations)
         common["read_relations"] = read_mode
@@ -436,7 +498,7 @@ def main() -> None:
         res = result["passes"].setdefault(label, {})
         for name, ev in evals.items():
             t0, said = time.perf_counter(), {r["id"]: r["user"] for r in ev}
-            df = evaluate_retllm(None, tok, ev, embedder, state_facts=True, generator=gen, desc=name, **common)
+            df = evaluate_retllm(None, tok, ev, embedder, state_facts=True, generator=gen, desc=name, **common, **order)
             stmts = [r for r in ev if r["kind"] == "write"]
             back = evaluate_new_relations(
                 None,
@@ -468,22 +530,44 @@ def main() -> None:
             for split in ("test", "paraphrase"):
                 t0 = time.perf_counter()
                 df = evaluate_retllm(
-                    None, tok, list(dd[split]), embedder, state_facts=True, generator=gen, desc=split, **common
+                    None, tok, list(dd[split]), embedder, state_facts=True, generator=gen, desc=split, **common, **order
                 )
                 writes = df[df["kind"] == "write"]
+                said = {r["id"]: (r["user"], r["answer"]) for r in dd[split]}
+                missed = df[(df["kind"] == "read") & ~df["facts_ok"].astype(bool)]
                 res[split] = {
                     "seconds": time.perf_counter() - t0,
                     "scores": _scores(df),
                     "writes_exact_by_phrasing": writes.groupby("phrasing")["api_em"]
                     .agg(["sum", "size"])
                     .to_dict("index"),
+                    "read_misses": [  # every question whose answer misses a gold fact or states another
+                        {
+                            "id": i,
+                            "type": q,
+                            "user": said[i][0],
+                            "gold_api": g,
+                            "got_api": p,
+                            "gold": said[i][1],
+                            "answer": a,
+                        }
+                        for i, q, g, p, a in missed[["id", "query_type", "gold_api", "pred_api", "answer"]].values
+                    ],
                 }
                 print(label, split, json.dumps(res[split]["scores"].get("all")), flush=True)
                 save()
                 if a.free_answers:  # the same split, the answer in the model's own words (call terms still copied)
                     t0 = time.perf_counter()
                     df = evaluate_retllm(
-                        None, tok, list(dd[split]), embedder, state_facts=False, generator=gen, desc=split, **common
+                        None,
+                        tok,
+                        list(dd[split]),
+                        embedder,
+                        state_facts=False,
+                        generator=gen,
+                        desc=split,
+                        **common,
+                        **order,
                     )
                     res[f"{split}, free answer"] = {"seconds": time.perf_counter() - t0, "scores": _scores(df)}
                     print(label, split, "free", json.dumps(res[f"{split}, free answer"]["scores"].get("all")))

@@ -106,6 +106,7 @@ def test_the_readme_table_is_the_committed_results():
         assert mod.markdown(result) in readme, name
     assert mod.seeds_table() in readme  # the training-seed spread: six runs' JSONs
     assert mod.more_table() in readme and mod.scale_table() in readme  # 22 against 48 relations; more training rows
+    assert mod.balance_table() in readme  # training questions' verbs drawn or balanced, two seeds each
 
 
 def test_more_relations_add_predicates_but_never_a_held_out_one():

@@ -397,3 +397,45 @@ def test_more_training_rows_leave_every_evaluation_split_as_it_was(stmts):
     for split in ("validation", "test", "paraphrase", "new_relations", "open_relations"):
         assert small[split] == big[split], split
     assert len(big["train"]) == 308 and small["train"] != big["train"][: len(small["train"])]
+
+
+def test_balanced_train_questions_give_each_verb_its_share_and_leave_evaluation_splits_as_they_were():
+    """train_questions="balanced" changes the train split alone, its reads still parse back to their triples, and
+    each relation's verbs get their share of the verb-bearing questions (drawn, the cpu build's manager questions
+    said "run(s)" 4 times and "manage" 14)."""
+    sizes = dict(n_train=1500, n_val=40, n_test=60, n_paraphrase=24, n_new_relations=4)
+    drawn, balanced = (make_dataset(_config(**sizes, train_questions=q)) for q in ("drawn", "balanced"))
+    for split in ("validation", "test", "paraphrase", "new_relations"):
+        assert drawn[split].to_list() == balanced[split].to_list(), split
+    assert drawn["train"].to_list() != balanced["train"].to_list()
+    for r in balanced["train"]:
+        if r["kind"] == "read":
+            assert r["api"] == format_retllm_read_query(r["query"]) and r["answer"] == answer_sentence(r["triples"])
+            if r["phrasing"] != "typo_name":
+                assert r["triples"] == lookup(r["memory"], r["query"])
+
+    def verb_counts(ds, rel):
+        counts = [0] * len(LEXICON[rel].verbs)
+        for r in ds:
+            if r["kind"] == "read" and r["relation"] == rel and r["query_type"] in ("per_rel", "rel", "org_rel"):
+                if (v := wide.verb_of(rel, r["user"])) is not None:
+                    counts[v] += 1
+        return counts
+
+    even = lambda c: 2 * min(c) >= max(c)  # noqa: E731  no verb said less than half as often as the commonest
+    assert all(even(verb_counts(balanced["train"], rel)) for rel in LEXICON)
+    assert not all(even(verb_counts(drawn["train"], rel)) for rel in LEXICON)
+
+
+def test_verb_of_and_verb_balance():
+    assert wide.verb_of("founder", "Did {X} co-found a company?") == 3  # "co-found", not "found"
+    assert wide.verb_of("manager", "Which company does {X} run?") == 1
+    assert wide.verb_of("manager", "Which company is under {X}'s management?") is None
+    pick = wide.VerbBalance(random.Random(0))
+    options = questions("which", "per_rel", "manager")
+    said = [wide.verb_of("manager", pick(("per_rel", "manager"), options)) for _ in range(10)]
+    assert sorted(said) == sorted(list(range(5)) * 2)  # every verb twice in ten
+    nouns = questions("possessive", "per_rel", "manager")  # no verb: drawn as before
+    assert pick(("per_rel", "manager"), nouns) in nouns
+    with pytest.raises(ValueError, match="train_questions"):
+        _config(train_questions="cycled")

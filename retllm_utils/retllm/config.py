@@ -56,6 +56,10 @@ class RetLLMConfig(TrainConfig):
     open_rows: int = checked(COUNT, 0)
     # wide: rows of the open_relations split (statements and questions over the held-out open relations, half each)
     n_open_test: int = checked(COUNT, 96)
+    # wide: how the train split's questions choose their verb: "drawn" with the template, or "balanced": the verb its
+    # query type and relation said least so far (`wide.VerbBalance`), so each verb gets its share (evaluation splits:
+    # drawn)
+    train_questions: str = checked(one_of("drawn", "balanced"), "drawn")
     # notebook 02: training (`TrainConfig`: lr, epochs, batch_size, LoRA ...) and validation examples scored
     eval_n: int = checked(POSITIVE_INT, 60)
     # notebook 03: test examples, of them in the ablation passes, tokens per turn
@@ -67,7 +71,15 @@ class RetLLMConfig(TrainConfig):
 # the fields `synthetic.dataset_meta` saves as build.json: a saved data set is reused only if they match
 DATA_FIELDS = ("seed", "n_train", "n_val", "n_test", "n_paraphrase", "write_frac", "no_match_frac", "scene_size")
 # saved too when phrasings is "wide"
-WIDE_FIELDS = ("phrasings", "docred_frac", "n_new_relations", "train_write_frac", "open_rows", "n_open_test")
+WIDE_FIELDS = (
+    "phrasings",
+    "docred_frac",
+    "n_new_relations",
+    "train_write_frac",
+    "open_rows",
+    "n_open_test",
+    "train_questions",
+)
 
 _TRAINING = dict(lr=1e-3, lora_r=16, lora_alpha=32, lora_dropout=0.05, max_length=384)
 PROFILES: dict[str, RetLLMConfig] = {

@@ -30,6 +30,9 @@ What it adds (RET-LLM is a general write-read memory, §1, §3; the paper trains
   ("Ann grew up in Lyon" -> (Ann, grew up in, Lyon)), appended to the train split, and an open_relations split
   (`n_open_test` rows) over 8 more relations held out of every training row.
 
+Training questions draw their template at random within their shape; `train_questions="balanced"` gives each of a
+relation's verbs its share instead (`VerbBalance`; measured in experiments/README.md, not adopted: it cost answers).
+
 Splits: SPLITS. `write_frac` (the train split: `train_write_frac`) and `no_match_frac` apply to the synthetic rows;
 the Re-DocRED rows are writes on top (cpu: 150 of the first 1,500 train rows; with 40% of the other 1,350, 690 are
 statements, 870 with the open rows; test 110 of 336), and the open rows come after them (cpu: 360, half statements).
@@ -42,6 +45,7 @@ questions), 7,397 tokens.
 from __future__ import annotations
 
 import random
+import re
 from typing import Any, Iterator, Sequence
 
 from ..api import format_retllm_read_query, format_retllm_read_reply, format_retllm_write
@@ -54,7 +58,18 @@ from .phrasings import JOIN_THREE, JOIN_TWO, RELATIONS
 from .wide_lexicon import FILLERS, LEXICON, YEARS
 from .wide_phrasings import clause_templates, gap_remnant, held_out_shapes, questions, statements, training_shapes
 
-__all__ = ["SPLITS", "NOISE_SHAPES", "MULTI_SHAPES", "shape_plan", "recasable", "misspell", "make_rows", "open_people"]
+__all__ = [
+    "SPLITS",
+    "NOISE_SHAPES",
+    "MULTI_SHAPES",
+    "shape_plan",
+    "recasable",
+    "misspell",
+    "verb_of",
+    "VerbBalance",
+    "make_rows",
+    "open_people",
+]
 
 SPLITS = ("train", "validation", "test", "paraphrase", "new_relations", "open_relations")
 NOISE_SHAPES = ("filler", "lowercase", "typo_company", "typo_name")  # said over a base shape's sentence
@@ -257,7 +272,43 @@ def _write(rng, names, split, companies, rel, shape, scene_size):
 
 
 # ------------------------------------------------------------------------------------------ rows
-def _example(rng, names, split, companies, i, slot, shape, scene_size) -> dict[str, Any]:
+def verb_of(rel: str, template: str) -> int | None:
+    """Which of `rel`'s trained verbs (`LEXICON[rel].verbs`) a template says, by its longest form found as whole
+    words ("co-founded" before "founded"); None for a template without one (a noun, a role, a possessive)."""
+    best, at = 0, None
+    for k, forms in enumerate(LEXICON[rel].verbs):
+        for f in forms:
+            if len(f) > best and re.search(rf"(?<![\w-]){re.escape(f)}(?![\w-])", template, re.I):
+                best, at = len(f), k
+    return at
+
+
+class VerbBalance:
+    """A training question's verb chosen as the one its (type, relation) has said least so far, among those its shape
+    has templates for: the template is drawn as before, and one that says a verb is swapped for a template of that
+    verb. Drawn, the verbs follow the shapes' template lists and chance (the paper's templates say "manage"): the cpu
+    build's manager questions said "manage" 14 times and "run(s)" 4; balanced, each verb gets its share."""
+
+    def __init__(self, rng: random.Random) -> None:
+        self.rng, self.used = rng, {}
+
+    def __call__(self, key: tuple[str, str], options: Sequence[str]) -> str:
+        template = self.rng.choice(options)
+        _, rel = key
+        if rel not in LEXICON or verb_of(rel, template) is None:
+            return template
+        by_verb: dict[int, list[str]] = {}
+        for t in options:
+            if (v := verb_of(rel, t)) is not None:
+                by_verb.setdefault(v, []).append(t)
+        used = self.used.setdefault(key, [0] * len(LEXICON[rel].verbs))
+        fewest = min(used[v] for v in by_verb)
+        verb = self.rng.choice(sorted(v for v in by_verb if used[v] == fewest))
+        used[verb] += 1
+        return self.rng.choice(by_verb[verb])
+
+
+def _example(rng, names, split, companies, i, slot, shape, scene_size, pick=None) -> dict[str, Any]:
     qtype, rel, match = slot
     row = {"id": f"{split}-{i:05d}", "kind": "read", "query_type": qtype, "relation": rel, "scene": i}
     if qtype == "write":
@@ -273,7 +324,8 @@ def _example(rng, names, split, companies, i, slot, shape, scene_size) -> dict[s
     base, needs = shape, {"typo_company": "{O}", "typo_name": "{X}"}.get(shape, "")  # the name a typo goes in
     if shape in NOISE_SHAPES:
         base = rng.choice([b for b in _READ_BASES if any(needs in t for t in questions(b, qtype, rel))])
-    template = rng.choice([t for t in questions(base, qtype, rel) if needs in t])
+    options = [t for t in questions(base, qtype, rel) if needs in t]
+    template = rng.choice(options) if pick is None else pick((qtype, rel), options)
     results = lookup(memory, query)
     if bool(results) != match:
         raise AssertionError(f"generator bug: {qtype} query {query} on {memory} gave {results}")
@@ -326,13 +378,14 @@ def make_rows(
         syn_slots = slots(rng, n - len(picked), share, c.no_match_frac)
         plan = iter(zip(syn_slots, shape_plan(rng, syn_slots, held_out=split == "paraphrase")))
         stated = iter(picked)
+        pick = VerbBalance(rng) if split == "train" and c.train_questions == "balanced" else None
         rows = []
         for i in range(n):
             if i in at:
                 rows.append(docred_row(next(stated), split, i))
             else:
                 slot, shape = next(plan)
-                rows.append(_example(rng, names, split, companies, i, slot, shape, c.scene_size))
+                rows.append(_example(rng, names, split, companies, i, slot, shape, c.scene_size, pick))
         out[split] = rows
     held = docred["new_relations"]
     k = len(held) if c.n_new_relations is None else min(c.n_new_relations, len(held))
