@@ -35,8 +35,8 @@ answers the model writes itself (notebook 03's free-answer passes, here on the w
 notebook 02's rows against 2,100 rows with 360 and 500 open rows (SCALE_RUNS) from the saved JSONs.
 `--train-questions balanced` builds the training questions with each relation's verbs balanced (`wide.VerbBalance`;
 the evaluation splits unchanged); `--notebook-03` decodes as notebook 03's RET-LLM rows do; `--balance-table` prints
-drawn against balanced verbs over two seeds (BALANCE_RUNS). Each test-split pass saves its missed questions
-(`read_misses`).
+drawn against balanced verbs over two seeds (BALANCE_RUNS). The test and paraphrase passes save their missed
+questions (`read_misses`; the balanced runs' JSONs predate it).
 """
 
 from __future__ import annotations
@@ -215,7 +215,8 @@ BALANCE_RUNS = {
 }
 
 
-BALANCE_ROWS = (  # MORE_ROWS with the test split's read calls and answers per relation-dependent type
+BALANCE_ROWS = (  # MORE_ROWS with the test split's read calls and answers of the relation-dependent types and
+    # (org), and Re-DocRED's held-out relations read back
     *MORE_ROWS,
     *(
         (f"test split: {what}, ({q})", ["test", "scores", q, key])
@@ -315,7 +316,7 @@ def main() -> None:
         default="runs/retllm/cpu/adapter_nomask",
         help="the adapter scored beside the new one, saved as the pass 'committed (notebook 02)' (default: notebook "
         "02's whole-sequence adapter; the saved JSONs' pass is the one trained before the open rows, --open-n 0, "
-        "except in open_relations_ntrain2100)",
+        "except in open_relations_ntrain2100 and open_relations_balanced)",
     )
     ap.add_argument(
         "--more-relations",
