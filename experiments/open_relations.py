@@ -370,7 +370,7 @@ def main() -> None:
         "--train-questions",
         choices=("drawn", "balanced"),
         default="drawn",
-        help="how the wide build's training questions pick their template (`RetLLMConfig.train_questions`); balanced: "
+        help="how the wide build's training questions choose their verb (`RetLLMConfig.train_questions`); balanced: "
         "built in memory, the evaluation splits unchanged",
     )
     ap.add_argument(
@@ -387,8 +387,12 @@ def main() -> None:
         "--balance-table", action="store_true", help="print drawn against balanced question verbs from the JSONs"
     )
     a = ap.parse_args()
-    tables = {"seeds_table": seeds_table, "more_table": more_table, "scale_table": scale_table}
-    tables["balance_table"] = balance_table
+    tables = {
+        "seeds_table": seeds_table,
+        "more_table": more_table,
+        "scale_table": scale_table,
+        "balance_table": balance_table,
+    }
     for flag, table in tables.items():
         if getattr(a, flag):
             print(table())
