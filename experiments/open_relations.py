@@ -36,7 +36,10 @@ notebook 02's rows against 2,100 rows with 360 and 500 open rows (SCALE_RUNS) fr
 `--train-questions balanced` builds the training questions with each relation's verbs balanced (`wide.VerbBalance`;
 the evaluation splits unchanged); `--notebook-03` decodes as notebook 03's RET-LLM rows do; `--balance-table` prints
 drawn against balanced verbs over two seeds (BALANCE_RUNS). The test and paraphrase passes save their missed
-questions (`read_misses`; the balanced runs' JSONs predate it).
+questions (`read_misses`; the balanced runs' JSONs predate it). `--train-write-frac F` sets the share of statements
+among the synthetic training rows (with `--n-train`: more questions, as many statements); `--questions-table` prints
+builds with more training questions (QUESTION_RUNS); `--facts-in-order` has an answer state the reply's facts in the
+reply's order, none skipped (the model chooses where to stop).
 """
 
 from __future__ import annotations
@@ -298,6 +301,22 @@ def balance_table() -> str:
     return spread_markdown(runs, groups, BALANCE_ROWS)
 
 
+# more training questions: the 2,100-row build (its 1,134 synthetic questions and 756 synthetic statements) and a build
+# with its questions and the 1,500-row build's 540 synthetic statements (--n-train 1860 --train-write-frac 0.3226)
+QUESTION_RUNS = {
+    "1,500 rows, seed 0 (notebook 02)": ("open_relations_balanced", "committed (notebook 02)"),
+    "1,500 rows, seed 1": ("open_relations_drawn_seed1", "with open relations"),
+    "2,100 rows, seed 1": ("open_relations_ntrain2100_seed1", "with open relations"),
+    "more questions, seed 0": ("open_relations_questions1134", "with open relations"),
+}
+
+
+def questions_table() -> str:
+    """experiments/README.md's table of notebook 02's build against builds with more training questions."""
+    runs = {lab: (json.loads((RESULTS / f"{f}.json").read_text()), name) for lab, (f, name) in QUESTION_RUNS.items()}
+    return spread_markdown(runs, {"1,500 rows": [c for c in runs if c.startswith("1,500")]}, BALANCE_ROWS)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--open-n", type=int, default=360, help="open-relation training rows (half statements)")
@@ -374,10 +393,23 @@ def main() -> None:
         "built in memory, the evaluation splits unchanged",
     )
     ap.add_argument(
+        "--train-write-frac",
+        type=float,
+        default=None,
+        help="share of statements among the wide build's synthetic training rows (`RetLLMConfig.train_write_frac`; "
+        "default: the profile's 0.4); built in memory, the evaluation splits unchanged",
+    )
+    ap.add_argument(
         "--notebook-03",
         action="store_true",
         help="decode as notebook 03's RET-LLM rows do: a write's relation one of the five names or the user's words, "
         "a read's as --read-relation-likely, answer names copied, either_order (overrides the --copy flags)",
+    )
+    ap.add_argument(
+        "--facts-in-order",
+        action="store_true",
+        help="an answer states the reply's facts in the reply's order, none skipped, as training does "
+        "(`RetLLMController(facts_in_order=True)`): the model chooses only where to stop",
     )
     ap.add_argument("--out", default="open_relations")
     ap.add_argument("--seeds-table", action="store_true", help="print the seeds table from the saved JSONs, and stop")
@@ -386,12 +418,16 @@ def main() -> None:
     ap.add_argument(
         "--balance-table", action="store_true", help="print drawn against balanced question verbs from the JSONs"
     )
+    ap.add_argument(
+        "--questions-table", action="store_true", help="print builds with more training questions from the JSONs"
+    )
     a = ap.parse_args()
     tables = {
         "seeds_table": seeds_table,
         "more_table": more_table,
         "scale_table": scale_table,
         "balance_table": balance_table,
+        "questions_table": questions_table,
     }
     for flag, table in tables.items():
         if getattr(a, flag):
@@ -419,10 +455,10 @@ def main() -> None:
     dd = load_synthetic("cpu", a.seed, "wide")
     if a.notebook_03:
         a.copy_relations, a.five_relations, a.read_relation_likely = True, True, True
-    if a.n_train is not None or a.train_questions != "drawn":  # other training rows; every evaluation split as built
+    given = {k: v for k, v in (("n_train", a.n_train), ("train_write_frac", a.train_write_frac)) if v is not None}
+    if given or a.train_questions != "drawn":  # other training rows; every evaluation split as built
         from retllm_utils.retllm.synthetic import make_dataset
 
-        given = {"n_train": a.n_train} if a.n_train is not None else {}
         wider = RetLLMConfig.for_profile(
             "cpu", seed=a.seed, phrasings="wide", train_questions=a.train_questions, **given
         )
@@ -445,6 +481,7 @@ def main() -> None:
         "data_seed": a.seed,
         "n_train": a.n_train,
         "train_questions": a.train_questions,
+        "train_write_frac": a.train_write_frac,
     }
     meta = train_or_reuse(out_dir, train_ds, config, model_id="smollm2-135m-instruct", tokenizer=tok, info=info).meta
     print(f"trained {meta['train_seconds'] / 60:.1f} min, {meta['steps']} steps, {meta.get('tokens_per_epoch')} tokens")
@@ -482,7 +519,9 @@ def main() -> None:
         "five_relations": a.five_relations,
         "n_train": a.n_train,
         "train_questions": a.train_questions,
+        "train_write_frac": a.train_write_frac,
         "notebook_03": a.notebook_03,
+        "facts_in_order": a.facts_in_order,
         "data_seed": a.seed,
         "train_seed": train_seed,
         "held_out": list(op.HELD_OUT),
@@ -493,7 +532,7 @@ def main() -> None:
     common: dict[str, Any] = dict(index="lsh", copy_names=True, known_names=company_names())
     if a.notebook_03:
         common["answer_names"] = True
-    order = {"either_order": a.notebook_03}  # evaluate_retllm's alone
+    order = {"either_order": a.notebook_03, "facts_in_order": a.facts_in_order}  # evaluate_retllm's alone
     if a.copy_relations:  # the five relations' names and (without --five-relations) all of Re-DocRED's
         common["relation_names"] = relation_vocabulary(redocred=not a.five_relations)
         common["read_relations"] = read_mode

@@ -58,7 +58,8 @@ Pause = Callable[[str], bool]
 class Generator(Protocol):
     """Continues `text`; stops at the end token or as soon as `pause(generated_so_far)` is true; given `allowed`,
     call terms copy only those phrases (called with it only by a controller with `copy_names=True`); given
-    `answer`, the continuation states only those sentences (a controller with an `answer_form`); given `names`, every
+    `answer`, the continuation states only those sentences (a controller with an `answer_form`; `in_order`: in their
+    order, none skipped); given `names`, every
     name the continuation writes outside a call is one of them (a free answer with `copy_names=True`), and the
     reply's names one sentence says go together as the reply's (subject, object) `pairs` do."""
 
@@ -70,6 +71,7 @@ class Generator(Protocol):
         answer: Sequence[str] | None = None,
         names: Sequence[str] | None = None,
         pairs: Sequence[tuple[str, str]] | None = None,
+        in_order: bool = False,
     ) -> tuple[str, bool]: ...
 
 
@@ -195,16 +197,18 @@ class HFGenerator:
         answer: Sequence[str] | None = None,
         names: Sequence[str] | None = None,
         pairs: Sequence[tuple[str, str]] | None = None,
+        in_order: bool = False,
     ) -> tuple[str, bool]:
         """`text` as a tuple of pieces tokenizes each piece on its own, e.g. (head, "({MEM_WRITE-->"), as training.
         `allowed`: call terms may only copy these phrases (`chat.copying.CopyTerms`); `answer`: the continuation
-        states only these sentences, each once (`chat.copying.StateFacts`); `names`: the names it may write, and
+        states only these sentences, each once (`chat.copying.StateFacts`; `in_order`: in their order); `names`: the
+        names it may write, and
         `pairs`: the reply's (subject, object) pairs they keep to (`chat.copying.CopyAnswerNames`)."""
         text, prompt_ids = self._prompt(text)
         ids = torch.tensor([prompt_ids], device=self.model.device)
         stops = StoppingCriteriaList([_PauseCriterion(self.tokenizer, ids.shape[1], pause)] if pause else [])
         kwargs = dict(self.generate_kwargs)
-        extra = self._processors(ids.shape[1], allowed, answer, names, pairs)
+        extra = self._processors(ids.shape[1], allowed, answer, names, pairs, in_order)
         if extra:
             kwargs["logits_processor"] = LogitsProcessorList([*kwargs.get("logits_processor", []), *extra])
         out = self.model.generate(
@@ -249,6 +253,7 @@ class HFGenerator:
         answer: Sequence[str] | None,
         names: Sequence[str] | None = None,
         pairs: Sequence[tuple[str, str]] | None = None,
+        in_order: bool = False,
     ) -> list[LogitsProcessor]:
         """The decoding constraints a call asks for (names copied, the answer held to the reply's sentences or its
         names)."""
@@ -258,7 +263,7 @@ class HFGenerator:
 
         extra: list[LogitsProcessor] = [CopyTerms(self.tokenizer, prompt_len, allowed)] if allowed is not None else []
         if answer:
-            extra.append(StateFacts(self.tokenizer, prompt_len, answer, self.end_id))
+            extra.append(StateFacts(self.tokenizer, prompt_len, answer, self.end_id, in_order=in_order))
         elif names is not None:
             extra.append(CopyAnswerNames(self.tokenizer, prompt_len, names, pairs or ()))
         return extra
@@ -288,8 +293,9 @@ class ScriptedGenerator:
         answer: Sequence[str] | None = None,
         names: Sequence[str] | None = None,
         pairs: Sequence[tuple[str, str]] | None = None,
+        in_order: bool = False,
     ) -> tuple[str, bool]:
-        """`allowed`, `answer`, `names` and `pairs` are ignored: a script says what it says."""
+        """`allowed`, `answer`, `names`, `pairs` and `in_order` are ignored: a script says what it says."""
         full = self.respond(text if isinstance(text, str) else "".join(text))
         if pause:
             for i in range(1, len(full) + 1):
@@ -341,6 +347,7 @@ class RetLLMController:
         answer_pairs: bool = True,
         no_answer: str | None = None,
         either_order: bool = False,
+        facts_in_order: bool = False,
     ):
         self.generator, self.memory, self.prompt_fn, self.max_calls = generator, memory, prompt_fn, max_calls
         # call terms copy the user's words or stored phrases (`chat.copying`; beyond the paper)
@@ -358,6 +365,9 @@ class RetLLMController:
         # the sentence stating one fact (None: no known form): an answer after a read then states only the reply's
         # facts, each once, in those words (`chat.copying.StateFacts`; beyond the paper)
         self.answer_form = answer_form
+        # and states them in the reply's order, none skipped, as training answers do (the model still chooses where
+        # to stop)
+        self.facts_in_order = facts_in_order
         # with `answer_form`: the one sentence after an empty reply, in the same words (None: the model answers it,
         # under `answer_names`); the reply states no fact, so no answer may state one
         self.no_answer = no_answer
@@ -568,7 +578,7 @@ class RetLLMController:
         write: the reply's and the user's, and with `answer_pairs` the reply's (subject, object) pairs they keep to."""
         sentences = [self.answer_form(t) for t in results] if self.answer_form is not None else [None]
         if results and None not in sentences:
-            return {"answer": sentences}
+            return {"answer": sentences, **({"in_order": True} if self.facts_in_order else {})}
         if not results and self.answer_form is not None and self.no_answer is not None:
             return {"answer": [self.no_answer]}
         if allowed is not None and self.answer_names:

@@ -211,6 +211,19 @@ def test_an_answer_may_only_go_on_with_the_facts_not_yet_stated(text, rests, com
 
 
 @pytest.mark.parametrize(
+    "text, rests, complete",
+    [
+        ("", {FACTS[0]}, False),  # the reply's first fact first
+        (FACTS[0], {" " + FACTS[1]}, True),  # then the next one, or the end
+        (f"{FACTS[0]} {FACTS[1]} R", {"afael Vu is employed by Uber."}, False),
+    ],
+)
+def test_in_order_an_answer_goes_on_with_the_next_fact_only(text, rests, complete):
+    assert answer_continuations(text, FACTS, in_order=True) == (rests, complete)
+    assert answer_continuations(f"{FACTS[0]} {FACTS[2]}", FACTS, in_order=True) is None  # Mateus Lim skipped
+
+
+@pytest.mark.parametrize(
     "text",
     ["Alessia Demir is employed by SAP", "Mateus Lim is employed by SAP. Mateus Lim", "Mateus Lim is employed by SAP "],
 )
@@ -234,6 +247,22 @@ class _Record:
         return (
             ("[MEM_READ{>>employed by>>}:", False) if len(self.answers) == 1 else ("Ann Lee is employed by SAP.", True)
         )
+
+
+class _RecordOrder(_Record):
+    def __call__(self, text, pause=None, allowed=None, answer=None, in_order=False):
+        self.orders.append(in_order)
+        return super().__call__(text, pause, allowed, answer)
+
+
+def test_facts_in_order_reaches_the_answers_generator_call_only():
+    mem = TripleMemory(embedder=_Flat())
+    mem.write("Ann Lee", "employed by", "SAP")
+    for flag in (False, True):
+        gen = _RecordOrder()
+        gen.orders = []
+        RetLLMController(gen, mem, lambda u: u, answer_form=fact_sentence, facts_in_order=flag).chat("Who works where?")
+        assert gen.orders == [False, flag]
 
 
 @pytest.mark.parametrize("form, want", [(fact_sentence, ["Ann Lee is employed by SAP."]), (None, None)])

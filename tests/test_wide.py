@@ -387,16 +387,21 @@ def test_open_people_give_the_builds_open_rows():
 
 
 def test_more_training_rows_leave_every_evaluation_split_as_it_was(stmts):
-    """A bigger train split (experiments/open_relations.py --n-train) must not move the rows it is scored on."""
+    """A bigger train split or another share of statements in it (experiments/open_relations.py --n-train,
+    --train-write-frac) must not move the rows it is scored on."""
     from retllm_utils.retllm.wide import make_rows
 
     names = load_names(DATA / "first_names.txt"), load_names(DATA / "last_names.txt")
     companies = sorted(load_names(DATA / "companies.txt"))
     small = make_rows(_config(n_train=100, open_rows=8, n_open_test=8), *names, companies, stmts)
     big = make_rows(_config(n_train=300, open_rows=8, n_open_test=8), *names, companies, stmts)
+    # fewer statements among the synthetic training rows (--train-write-frac): more questions, the same evaluation
+    asking = make_rows(_config(n_train=300, open_rows=8, n_open_test=8, train_write_frac=0.2), *names, companies, stmts)
     for split in ("validation", "test", "paraphrase", "new_relations", "open_relations"):
-        assert small[split] == big[split], split
+        assert small[split] == big[split] == asking[split], split
     assert len(big["train"]) == 308 and small["train"] != big["train"][: len(small["train"])]
+    reads = lambda rows: sum(r["kind"] == "read" and not r["phrasing"].startswith("open_") for r in rows)  # noqa: E731
+    assert reads(asking["train"]) > reads(big["train"])
 
 
 def test_balanced_train_questions_give_each_verb_its_share_and_leave_evaluation_splits_as_they_were():

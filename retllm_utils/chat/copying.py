@@ -13,8 +13,10 @@ model makes up names whoever it likes.
 
 `StateFacts` does the same for the answer after a read: each sentence must be one of the memory reply's facts in the
 data set's words (one sentence per fact, as training states them), each fact at most once; which facts, in which
-order, and when to stop stay the model's choice. A 135M model otherwise drifts while copying a long reply
-("... is employed by SAP" for a fact about Uber), repeats one fact in a loop, or splices two names.
+order, and when to stop stay the model's choice (with `in_order=True` the facts come in the reply's order, as
+training answers state them, none skipped: the model chooses only where to stop). A 135M model otherwise drifts while
+copying a long reply ("... is employed by SAP" for a fact about Uber), repeats one fact in a loop, or splices two
+names.
 
 `CopyAnswerNames` holds a free answer (no `StateFacts`: the answer in the model's own words) to names it was given:
 every run of capitalised words must be one of the reply's subjects and objects or the user's words ("I" aside), so
@@ -351,42 +353,45 @@ class CopyTerms(_Choose):
         return scores
 
 
-def answer_continuations(text: str, sentences: Sequence[str]) -> tuple[set[str], bool] | None:
-    """What may follow `text` in an answer made of distinct `sentences` joined by spaces: (the rest of every sentence
-    it may be inside or begin next, whether it may end here); None when `text` is no such answer's prefix."""
+def answer_continuations(text: str, sentences: Sequence[str], in_order: bool = False) -> tuple[set[str], bool] | None:
+    """What may follow `text` in an answer made of distinct `sentences` joined by spaces (`in_order`: in their order,
+    none skipped): (the rest of every sentence it may be inside or begin next, whether it may end here); None when
+    `text` is no such answer's prefix."""
     rests: set[str] = set()
     complete = False
     found = False
 
-    def walk(r: str, left: frozenset[str], first: bool) -> None:
+    def walk(r: str, left: tuple[str, ...], first: bool) -> None:
         nonlocal complete, found
+        options = left[:1] if in_order else left
         if not r:
             found = True
             complete = complete or not first
-            rests.update(s if first else " " + s for s in left)
+            rests.update(s if first else " " + s for s in options)
             return
-        for s in left:
+        for k, s in enumerate(options):
             full = s if first else " " + s
+            rest = left[:k] + left[k + 1 :]
             if r.startswith(full):
-                walk(r[len(full) :], left - {s}, False)
+                walk(r[len(full) :], rest, False)
             elif full.startswith(r):
                 found = True
                 rests.add(full[len(r) :])
 
-    walk(text, frozenset(sentences), True)
+    walk(text, tuple(dict.fromkeys(sentences)), True)
     return (rests, complete) if found else None
 
 
 class StateFacts(_Choose):
     """Keeps the answer after a read to the reply's facts, each stated once in `sentences`' words (module docstring)."""
 
-    def __init__(self, tokenizer: Any, prompt_len: int, sentences: Sequence[str], end_id: int):
+    def __init__(self, tokenizer: Any, prompt_len: int, sentences: Sequence[str], end_id: int, in_order: bool = False):
         super().__init__(tokenizer, prompt_len)
-        self.sentences, self.end_id = list(dict.fromkeys(sentences)), end_id
+        self.sentences, self.end_id, self.in_order = list(dict.fromkeys(sentences)), end_id, in_order
 
     def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
         text = self._generated(input_ids)
-        state = answer_continuations(text, self.sentences)
+        state = answer_continuations(text, self.sentences, self.in_order)
         if state is None or not self.sentences:
             return scores  # e.g. a non-ASCII character split over tokens went astray: the model is free again
         rests, complete = state

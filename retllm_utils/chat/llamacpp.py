@@ -142,9 +142,10 @@ class LlamaCppGenerator(HFGenerator):
         answer: Sequence[str] | None = None,
         names: Sequence[str] | None = None,
         pairs: Sequence[tuple[str, str]] | None = None,
+        in_order: bool = False,
     ) -> tuple[str, bool]:
         text, prompt_ids = self._prompt(text)
-        processors = self.extra + self._processors(len(prompt_ids), allowed, answer, names, pairs)
+        processors = self.extra + self._processors(len(prompt_ids), allowed, answer, names, pairs, in_order)
         self._feed(prompt_ids)
         ids, new = list(prompt_ids), []
         for _ in range(self.max_new_tokens):
