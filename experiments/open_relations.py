@@ -39,7 +39,8 @@ drawn against balanced verbs over two seeds (BALANCE_RUNS). The test and paraphr
 questions (`read_misses`; the balanced runs' JSONs predate it). `--train-write-frac F` sets the share of statements
 among the synthetic training rows (with `--n-train`: more questions, as many statements); `--questions-table` prints
 builds with more training questions (QUESTION_RUNS); `--facts-in-order` has an answer state the reply's facts in the
-reply's order, none skipped (the model chooses where to stop).
+reply's order, none skipped (the model chooses where to stop); `--order-table` prints it against the model's order
+(ORDER_RUNS).
 """
 
 from __future__ import annotations
@@ -311,6 +312,33 @@ QUESTION_RUNS = {
 }
 
 
+# an answer's facts in the reply's order, none skipped (--facts-in-order), against the model's choice of order: three
+# adapters, the answers' rows (the read calls are the same in both; the read-back passes do not use the option)
+ORDER_RUNS = {
+    "1,500 rows (notebook 02)": ("open_relations_balanced", "committed (notebook 02)"),
+    "1,500 rows, in order": ("open_relations_facts_in_order", "committed (notebook 02)"),
+    "2,100 rows, seed 1": ("open_relations_ntrain2100_seed1", "with open relations"),
+    "2,100 rows, seed 1, in order": ("open_relations_facts_in_order", "with open relations"),
+    "more questions": ("open_relations_questions1134", "with open relations"),
+    "more questions, in order": ("open_relations_questions1134_in_order", "with open relations"),
+}
+ORDER_ROWS = (
+    ("held-out open questions: answer names the object", ["held-out relations", "scores", "per_rel", "answer_acc"]),
+    ("test split: answers (facts)", ["test", "scores", "all", "facts_acc"]),
+    *(
+        (f"test split: answers (facts), ({q})", ["test", "scores", q, "facts_acc"])
+        for q in ("per", "per_org", "per_rel", "org", "rel", "org_rel")
+    ),
+    ("paraphrase split: answers (facts)", ["paraphrase", "scores", "all", "facts_acc"]),
+)
+
+
+def order_table() -> str:
+    """experiments/README.md's table of answers with the facts in the reply's order against in the model's."""
+    runs = {lab: (json.loads((RESULTS / f"{f}.json").read_text()), name) for lab, (f, name) in ORDER_RUNS.items()}
+    return spread_markdown(runs, None, ORDER_ROWS)
+
+
 def questions_table() -> str:
     """experiments/README.md's table of notebook 02's build against builds with more training questions."""
     runs = {lab: (json.loads((RESULTS / f"{f}.json").read_text()), name) for lab, (f, name) in QUESTION_RUNS.items()}
@@ -421,6 +449,7 @@ def main() -> None:
     ap.add_argument(
         "--questions-table", action="store_true", help="print builds with more training questions from the JSONs"
     )
+    ap.add_argument("--order-table", action="store_true", help="print answers with the facts in order from the JSONs")
     a = ap.parse_args()
     tables = {
         "seeds_table": seeds_table,
@@ -428,6 +457,7 @@ def main() -> None:
         "scale_table": scale_table,
         "balance_table": balance_table,
         "questions_table": questions_table,
+        "order_table": order_table,
     }
     for flag, table in tables.items():
         if getattr(a, flag):
