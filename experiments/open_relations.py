@@ -37,7 +37,8 @@ notebook 02's rows against 2,100 rows with 360 and 500 open rows (SCALE_RUNS) fr
 the evaluation splits unchanged); `--notebook-03` decodes as notebook 03's RET-LLM rows do; `--balance-table` prints
 drawn against balanced verbs over two seeds (BALANCE_RUNS). The test and paraphrase passes save their missed
 questions (`read_misses`; the balanced runs' JSONs predate it). `--train-write-frac F` sets the share of statements
-among the synthetic training rows (with `--n-train`: more questions, as many statements); `--questions-table` prints
+among the synthetic training rows (e.g. `--n-train 1860 --train-write-frac 0.3226`: the 2,100-row build's 1,134
+questions, the 1,500-row build's 540 statements); `--questions-table` prints
 builds with more training questions (QUESTION_RUNS); `--facts-in-order` has an answer state the reply's facts in the
 reply's order, none skipped (the model chooses where to stop); `--order-table` prints it against the model's order
 (ORDER_RUNS).
@@ -303,7 +304,7 @@ def balance_table() -> str:
 
 
 # more training questions: the 2,100-row build (its 1,134 synthetic questions and 756 synthetic statements) and a build
-# with its questions and the 1,500-row build's 540 synthetic statements (--n-train 1860 --train-write-frac 0.3226)
+# with its question count and the 1,500-row build's 540 synthetic statements (--n-train 1860 --train-write-frac 0.3226)
 QUESTION_RUNS = {
     "1,500 rows, seed 0 (notebook 02)": ("open_relations_balanced", "committed (notebook 02)"),
     "1,500 rows, seed 1": ("open_relations_drawn_seed1", "with open relations"),
