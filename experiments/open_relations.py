@@ -274,31 +274,34 @@ def spread_markdown(
     return "\n".join(out)
 
 
+def _saved(spec: dict[str, tuple[str, str]]) -> dict[str, tuple[dict[str, Any], str]]:
+    """A table's columns from their committed JSONs: label -> (result, pass name)."""
+    return {label: (json.loads((RESULTS / f"{file}.json").read_text()), name) for label, (file, name) in spec.items()}
+
+
 def seeds_table() -> str:
     """experiments/README.md's seeds table, from the committed JSONs (SEED_RUNS)."""
-    runs = {
-        label: (json.loads((RESULTS / f"{file}.json").read_text()), name) for label, (file, name) in SEED_RUNS.items()
-    }
+    runs = _saved(SEED_RUNS)
     groups = {g: [c for c in runs if c.startswith(g)] for g in ("wide", "+360 open")}
     return spread_markdown(runs, groups)
 
 
 def more_table() -> str:
     """experiments/README.md's table of 22 against 48 trained-on relations, from the committed JSONs (MORE_RUNS)."""
-    runs = {label: (json.loads((RESULTS / f"{f}.json").read_text()), name) for label, (f, name) in MORE_RUNS.items()}
+    runs = _saved(MORE_RUNS)
     groups = {g: [c for c in runs if c.startswith(g)] for g in ("22 relations", "48 relations")}
     return spread_markdown(runs, groups, MORE_ROWS)
 
 
 def scale_table() -> str:
     """experiments/README.md's table of more synthetic (and open) training rows, from the committed JSONs."""
-    runs = {label: (json.loads((RESULTS / f"{f}.json").read_text()), name) for label, (f, name) in SCALE_RUNS.items()}
+    runs = _saved(SCALE_RUNS)
     return spread_markdown(runs, rows=SCALE_ROWS)
 
 
 def balance_table() -> str:
     """experiments/README.md's table of drawn against balanced training-question verbs, from the committed JSONs."""
-    runs = {label: (json.loads((RESULTS / f"{f}.json").read_text()), name) for label, (f, name) in BALANCE_RUNS.items()}
+    runs = _saved(BALANCE_RUNS)
     groups = {g: [c for c in runs if c.startswith(g)] for g in ("drawn", "balanced")}
     return spread_markdown(runs, groups, BALANCE_ROWS)
 
@@ -336,13 +339,13 @@ ORDER_ROWS = (
 
 def order_table() -> str:
     """experiments/README.md's table of answers with the facts in the reply's order against in the model's."""
-    runs = {lab: (json.loads((RESULTS / f"{f}.json").read_text()), name) for lab, (f, name) in ORDER_RUNS.items()}
+    runs = _saved(ORDER_RUNS)
     return spread_markdown(runs, None, ORDER_ROWS)
 
 
 def questions_table() -> str:
     """experiments/README.md's table of notebook 02's build against builds with more training questions."""
-    runs = {lab: (json.loads((RESULTS / f"{f}.json").read_text()), name) for lab, (f, name) in QUESTION_RUNS.items()}
+    runs = _saved(QUESTION_RUNS)
     return spread_markdown(runs, {"1,500 rows": [c for c in runs if c.startswith("1,500")]}, BALANCE_ROWS)
 
 
