@@ -59,9 +59,9 @@ class Generator(Protocol):
     """Continues `text`; stops at the end token or as soon as `pause(generated_so_far)` is true; given `allowed`,
     call terms copy only those phrases (called with it only by a controller with `copy_names=True`); given
     `answer`, the continuation states only those sentences (a controller with an `answer_form`; `in_order`: in their
-    order, none skipped); given `names`, every
-    name the continuation writes outside a call is one of them (a free answer with `copy_names=True`), and the
-    reply's names one sentence says go together as the reply's (subject, object) `pairs` do."""
+    order, none skipped); given `names`, every name the continuation writes outside a call is one of them (a free
+    answer with `copy_names=True`), and the reply's names one sentence says go together as the reply's (subject,
+    object) `pairs` do."""
 
     def __call__(
         self,
@@ -202,8 +202,8 @@ class HFGenerator:
         """`text` as a tuple of pieces tokenizes each piece on its own, e.g. (head, "({MEM_WRITE-->"), as training.
         `allowed`: call terms may only copy these phrases (`chat.copying.CopyTerms`); `answer`: the continuation
         states only these sentences, each once (`chat.copying.StateFacts`; `in_order`: in their order); `names`: the
-        names it may write, and
-        `pairs`: the reply's (subject, object) pairs they keep to (`chat.copying.CopyAnswerNames`)."""
+        names it may write, and `pairs`: the reply's (subject, object) pairs they keep to
+        (`chat.copying.CopyAnswerNames`)."""
         text, prompt_ids = self._prompt(text)
         ids = torch.tensor([prompt_ids], device=self.model.device)
         stops = StoppingCriteriaList([_PauseCriterion(self.tokenizer, ids.shape[1], pause)] if pause else [])

@@ -250,6 +250,12 @@ class _Record:
 
 
 class _RecordOrder(_Record):
+    """`_Record` that also records each call's `in_order`."""
+
+    def __init__(self):
+        super().__init__()
+        self.orders = []
+
     def __call__(self, text, pause=None, allowed=None, answer=None, in_order=False):
         self.orders.append(in_order)
         return super().__call__(text, pause, allowed, answer)
@@ -260,7 +266,6 @@ def test_facts_in_order_reaches_the_answers_generator_call_only():
     mem.write("Ann Lee", "employed by", "SAP")
     for flag in (False, True):
         gen = _RecordOrder()
-        gen.orders = []
         RetLLMController(gen, mem, lambda u: u, answer_form=fact_sentence, facts_in_order=flag).chat("Who works where?")
         assert gen.orders == [False, flag]
 
