@@ -317,7 +317,8 @@ QUESTION_RUNS = {
 
 
 # an answer's facts in the reply's order, none skipped (--facts-in-order), against the model's choice of order: three
-# adapters, the answers' rows (the read calls are the same in both; the read-back passes do not use the option)
+# adapters, the answers' rows (the read calls are the same in both; the read-back passes do not use the option), and
+# the more-questions build's second training seed, scored in order only
 ORDER_RUNS = {
     "1,500 rows (notebook 02)": ("open_relations_balanced", "committed (notebook 02)"),
     "1,500 rows, in order": ("open_relations_facts_in_order", "committed (notebook 02)"),
@@ -325,6 +326,7 @@ ORDER_RUNS = {
     "2,100 rows, seed 1, in order": ("open_relations_facts_in_order", "with open relations"),
     "more questions": ("open_relations_questions1134", "with open relations"),
     "more questions, in order": ("open_relations_questions1134_in_order", "with open relations"),
+    "more questions, seed 1, in order": ("open_relations_questions1134_seed1_in_order", "with open relations"),
 }
 ORDER_ROWS = (
     ("held-out open questions: answer names the object", ["held-out relations", "scores", "per_rel", "answer_acc"]),
