@@ -445,6 +445,12 @@ def main() -> None:
         help="an answer states the reply's facts in the reply's order, none skipped, as training does "
         "(`RetLLMController(facts_in_order=True)`): the model chooses only where to stop",
     )
+    ap.add_argument(
+        "--either-role",
+        action="store_true",
+        help="a read of one name that finds nothing, the name stored only in the other role, asks for it in that role "
+        "(`RetLLMController(either_role=True)`): the model's slot error, '(IKEA, , ?)' for '(?, , IKEA)'",
+    )
     ap.add_argument("--out", default="open_relations")
     ap.add_argument("--seeds-table", action="store_true", help="print the seeds table from the saved JSONs, and stop")
     ap.add_argument("--more-table", action="store_true", help="print 22 against 48 relations from the JSONs, and stop")
@@ -558,6 +564,7 @@ def main() -> None:
         "train_write_frac": a.train_write_frac,
         "notebook_03": a.notebook_03,
         "facts_in_order": a.facts_in_order,
+        "either_role": a.either_role,
         "data_seed": a.seed,
         "train_seed": train_seed,
         "held_out": list(op.HELD_OUT),
@@ -568,7 +575,8 @@ def main() -> None:
     common: dict[str, Any] = dict(index="lsh", copy_names=True, known_names=company_names())
     if a.notebook_03:
         common["answer_names"] = True
-    order = {"either_order": a.notebook_03, "facts_in_order": a.facts_in_order}  # evaluate_retllm's alone
+    # evaluate_retllm's alone
+    order = {"either_order": a.notebook_03, "facts_in_order": a.facts_in_order, "either_role": a.either_role}
     if a.copy_relations:  # the five relations' names and (without --five-relations) all of Re-DocRED's
         common["relation_names"] = relation_vocabulary(redocred=not a.five_relations)
         common["read_relations"] = read_mode

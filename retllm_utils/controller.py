@@ -16,8 +16,9 @@ turn stores at most `max_writes` triples.
 
 Decoding constraints beyond the paper (`copy_names`, `answer_form`) live in `chat.copying`, imported only when a
 controller or generator is asked for them. Two read rules beyond the paper stay here: a read of two names and no
-relation that finds nothing reads them the other way round, names exact (`either_order`), and with `answer_form` an
-empty reply is answered in the same words (`no_answer`).
+relation that finds nothing reads them the other way round, names exact (`either_order`), a read of one name held in
+the role the memory never gives it asks for it in the other role (`either_role`), and with `answer_form` an empty reply
+is answered in the same words (`no_answer`).
 """
 
 from __future__ import annotations
@@ -347,6 +348,7 @@ class RetLLMController:
         answer_pairs: bool = True,
         no_answer: str | None = None,
         either_order: bool = False,
+        either_role: bool = False,
         facts_in_order: bool = False,
     ):
         self.generator, self.memory, self.prompt_fn, self.max_calls = generator, memory, prompt_fn, max_calls
@@ -374,6 +376,10 @@ class RetLLMController:
         # a read naming two entities and no relation ("the tie between A and B") that finds nothing reads them the
         # other way round too, names exact: the question does not depend on their order (beyond the paper)
         self.either_order = either_order
+        # a read of one name that finds nothing, the name stored only in the other role, asks for it in that role,
+        # names exact: "(IKEA, , ?)" for "With whom is IKEA connected?" where IKEA is only ever an object (beyond the
+        # paper)
+        self.either_role = either_role
         self.max_results = max_results  # a broad read on a large memory must not overflow the model's context
         self.max_writes = max_writes  # per turn: a runaway model cannot write thousands of triples
         # a write call that repeats one of the turn's ends the turn, unkept (`repeated_write`; beyond the paper)
@@ -455,6 +461,8 @@ class RetLLMController:
             results = self._read(read, trace)
             if self.either_order and not results:
                 results = self._other_way(read, trace)
+            if self.either_role and not results:
+                read, results = self._other_role(read, trace)
             if self.read_relations == "likely" and not results:  # nothing found, fuzzy included: asked again with
                 # the entity's likeliest stored relation or none, if the relation is stored nowhere and not a name
                 again = self._relation_by_likelihood(read, _text(context) + generated[:call_at], trace)
@@ -504,6 +512,22 @@ class RetLLMController:
         if not any(t[0] == o and t[2] == s for t in self.memory):
             return []
         return self._read(dataclasses.replace(read, queries=((o, r, s), *read.queries[1:])), trace)
+
+    def _other_role(self, read: MemRead, trace: list[dict]) -> tuple[MemRead, list[Triple]]:
+        """A read of one name asked in the other role, with its reply, when the memory holds the name exactly in that
+        role and never in the asked one (the model put a company where a person goes); else the read and none. The
+        relation is kept, so one stored nowhere can still be asked again by likelihood. Skipped over `STORED_CAP`."""
+        from .chat.copying import STORED_CAP
+
+        s, r, o = read.queries[0]
+        if bool(s) == bool(o) or len(self.memory) > STORED_CAP:
+            return read, []
+        name = s or o
+        asked, other = (0, 2) if s else (2, 0)
+        if any(t[asked] == name for t in self.memory) or not any(t[other] == name for t in self.memory):
+            return read, []
+        turned = dataclasses.replace(read, queries=(("", r, s) if s else (o, r, ""), *read.queries[1:]))
+        return turned, self._read(turned, trace)
 
     def _read(self, read: MemRead, trace: list[dict]) -> list[Triple]:
         """The memory's reply to a read (at most `max_results`, the newest), a "read" event in the trace; a memory

@@ -561,6 +561,29 @@ def test_a_two_name_read_without_relation_finds_the_names_the_other_way_round(ei
     assert len([e for e in turn.trace if e["event"] == "read"]) == 1
 
 
+@pytest.mark.parametrize("either_role", [True, False])
+def test_a_one_name_read_in_the_role_the_name_never_holds_is_asked_in_the_other(either_role):
+    mem = TripleMemory(embedder=_Flat())
+    mem.write("Emil Jansen", "investor in", "Ericsson")
+    mem.write("Ann Lee", "customer of", "Ericsson")
+    for call, turned in [
+        ("[MEM_READ{Ericsson>>>>}:", ("", "", "Ericsson")),
+        ("[MEM_READ{Ericsson>>investor in>>}:", ("", "investor in", "Ericsson")),
+        ("[MEM_READ{>>>>Ann Lee}:", ("Ann Lee", "", "")),
+    ]:
+        gen = _Answers(call)
+        turn = RetLLMController(gen, mem, lambda u: u, answer_form=fact_sentence, either_role=either_role).chat("?")
+        reads = [e["query"] for e in turn.trace if e["event"] == "read"]
+        assert reads[1:] == ([turned] if either_role else [])
+        assert bool(gen.answers[1]) == either_role
+    assert gen.answers[1] == (["Ann Lee is a customer of Ericsson."] if either_role else None)
+    # names exact, and never when the name holds the asked role too, or the read names two entities
+    mem.write("Ericsson", "customer of", "Nokia")
+    for call in ["[MEM_READ{Ericssonn>>>>}:", "[MEM_READ{Ericsson>>investor in>>}:", "[MEM_READ{Nokia>>>>Ann Lee}:"]:
+        turn = RetLLMController(_Answers(call), mem, lambda u: u, either_role=True).chat("?")
+        assert len([e for e in turn.trace if e["event"] == "read"]) == 1
+
+
 @pytest.mark.parametrize("copy", [True, False])
 def test_a_known_name_capitalised_in_a_call_is_stored_and_read_as_known(copy):
     mem = TripleMemory(embedder=_Flat())

@@ -170,6 +170,7 @@ def evaluate_retllm(
     answer_names: bool = False,
     answer_pairs: bool = True,
     either_order: bool = False,
+    either_role: bool = False,
     facts_in_order: bool = False,
 ) -> pd.DataFrame:
     """Every example through the controller with its scene in memory; one record per example.
@@ -183,7 +184,8 @@ def evaluate_retllm(
     and it ends at a sentence it already said (`copying.CopyAnswerNames`, `controller.repeated_sentence`);
     `answer_pairs`: with it, the reply's names one sentence says go together as the reply pairs them; with
     `state_facts` an empty reply is answered "I don't know." (`NO_ANSWER`, the data set's words); `either_order`: a
-    read of two names and no relation that finds nothing reads them the other way round too; `facts_in_order`: with
+    read of two names and no relation that finds nothing reads them the other way round too; `either_role`: a read of
+    one name, found nothing, asks for it in the role the memory holds it in; `facts_in_order`: with
     `state_facts`, the facts in the reply's order, none skipped, as training states them (the model says where to
     stop)."""
     rows = list(rows)
@@ -206,6 +208,7 @@ def evaluate_retllm(
             stop_repeated_sentences=answer_names,
             no_answer=NO_ANSWER if state_facts else None,
             either_order=either_order,
+            either_role=either_role,
             facts_in_order=facts_in_order,
         )
         turn = ctl.chat(row["user"])
