@@ -339,10 +339,43 @@ ORDER_ROWS = (
 )
 
 
+# three training seeds of the more-questions build with the facts in order, and a one-name read in the wrong role asked
+# in the other (--either-role) for notebook 02's adapter and the third seed (the read calls are the model's, unchanged)
+ROLE_RUNS = {
+    "1,500 rows (notebook 02), in order": ("open_relations_facts_in_order", "committed (notebook 02)"),
+    "1,500 rows, in order, either_role": ("open_relations_either_role", "committed (notebook 02)"),
+    "more questions, in order": ("open_relations_questions1134_in_order", "with open relations"),
+    "more questions, seed 1, in order": ("open_relations_questions1134_seed1_in_order", "with open relations"),
+    "more questions, seed 2, in order": ("open_relations_questions1134_seed2_in_order", "with open relations"),
+    "more questions, seed 2, in order, either_role": ("open_relations_either_role", "with open relations"),
+}
+ROLE_ROWS = (
+    *ORDER_ROWS,
+    *(
+        (f"{split} split: read call exact, ({q})", [split, "scores", q, "api_em"])
+        for split in ("test", "paraphrase")
+        for q in ("per_rel", "rel")
+    ),
+    *(
+        (f"paraphrase split: answers (facts), ({q})", ["paraphrase", "scores", q, "facts_acc"])
+        for q in ("per", "per_org", "per_rel", "org", "rel", "org_rel")
+    ),
+    *MORE_ROWS[:5],
+    BALANCE_ROWS[-1],
+)
+
+
 def order_table() -> str:
     """experiments/README.md's table of answers with the facts in the reply's order against in the model's."""
     runs = _saved(ORDER_RUNS)
     return spread_markdown(runs, None, ORDER_ROWS)
+
+
+def role_table() -> str:
+    """experiments/README.md's table of the more-questions build's three seeds in order, and `either_role`."""
+    runs = _saved(ROLE_RUNS)
+    seeds = [c for c in runs if c.startswith("more questions") and c.endswith("in order")]
+    return spread_markdown(runs, {"more questions, in order": seeds}, ROLE_ROWS)
 
 
 def questions_table() -> str:
@@ -451,6 +484,12 @@ def main() -> None:
         help="a read of one name that finds nothing, the name stored only in the other role, asks for it in that role "
         "(`RetLLMController(either_role=True)`): the model's slot error, '(IKEA, , ?)' for '(?, , IKEA)'",
     )
+    ap.add_argument(
+        "--read-names-from-user",
+        action="store_true",
+        help="a read's names copy the user's words or a known company name, no other stored name "
+        "(`RetLLMController(read_names_from_user=True)`): every data set question names its entity",
+    )
     ap.add_argument("--out", default="open_relations")
     ap.add_argument("--seeds-table", action="store_true", help="print the seeds table from the saved JSONs, and stop")
     ap.add_argument("--more-table", action="store_true", help="print 22 against 48 relations from the JSONs, and stop")
@@ -462,6 +501,9 @@ def main() -> None:
         "--questions-table", action="store_true", help="print builds with more training questions from the JSONs"
     )
     ap.add_argument("--order-table", action="store_true", help="print answers with the facts in order from the JSONs")
+    ap.add_argument(
+        "--role-table", action="store_true", help="print three seeds in order and either_role from the JSONs"
+    )
     a = ap.parse_args()
     tables = {
         "seeds_table": seeds_table,
@@ -470,6 +512,7 @@ def main() -> None:
         "balance_table": balance_table,
         "questions_table": questions_table,
         "order_table": order_table,
+        "role_table": role_table,
     }
     for flag, table in tables.items():
         if getattr(a, flag):
@@ -565,6 +608,7 @@ def main() -> None:
         "notebook_03": a.notebook_03,
         "facts_in_order": a.facts_in_order,
         "either_role": a.either_role,
+        "read_names_from_user": a.read_names_from_user,
         "data_seed": a.seed,
         "train_seed": train_seed,
         "held_out": list(op.HELD_OUT),
@@ -576,7 +620,12 @@ def main() -> None:
     if a.notebook_03:
         common["answer_names"] = True
     # evaluate_retllm's alone
-    order = {"either_order": a.notebook_03, "facts_in_order": a.facts_in_order, "either_role": a.either_role}
+    order = {
+        "either_order": a.notebook_03,
+        "facts_in_order": a.facts_in_order,
+        "either_role": a.either_role,
+        "read_names_from_user": a.read_names_from_user,
+    }
     if a.copy_relations:  # the five relations' names and (without --five-relations) all of Re-DocRED's
         common["relation_names"] = relation_vocabulary(redocred=not a.five_relations)
         common["read_relations"] = read_mode

@@ -349,6 +349,7 @@ class RetLLMController:
         no_answer: str | None = None,
         either_order: bool = False,
         either_role: bool = False,
+        read_names_from_user: bool = False,
         facts_in_order: bool = False,
     ):
         self.generator, self.memory, self.prompt_fn, self.max_calls = generator, memory, prompt_fn, max_calls
@@ -357,6 +358,9 @@ class RetLLMController:
         # names a call copies in their place when the user lower-cases or misspells them (e.g. the company list):
         # the call may not copy the user's variant, so the memory holds one spelling
         self.known_names = tuple(known_names)
+        # and a read's names are the user's words (or a known name typed with a slip), not any stored name: a question
+        # names its entity, and a stored look-alike ("Ilse Keller" for "Isabel Lombardi") is not asked for instead
+        self.read_names_from_user = read_names_from_user
         # with `copy_names`: a write's relation is one of these or the user's own words (None: free)
         self.relation_names = None if relation_names is None else tuple(relation_names)
         # and a read's relation: one of them, a stored one or the user's words ("stored": not the user's words;
@@ -412,6 +416,7 @@ class RetLLMController:
                 prefer_known=True,
                 relations=self.relation_names,
                 read_relations=self.read_relations,
+                read_stored_names=not self.read_names_from_user,
             )
             copy = {"allowed": allowed}
         generated, trace, writes, dropped_writes, answer = "", [], 0, 0, {}

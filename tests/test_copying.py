@@ -44,6 +44,25 @@ def test_reads_may_name_stored_phrases_writes_only_the_users_words():
     allowed = allowed_terms("Who works for Pfizer?", mem)
     assert "Dorothea Altemus" in allowed.read and "Dorothea Altemus" not in allowed.write
     assert allowed_terms("Who works for Pfizer?", mem, cap=0).read == allowed.write
+    assert allowed_terms("Who works for Pfizer?", mem, read_stored_names=False).read == allowed.write
+
+
+@pytest.mark.parametrize("from_user", [True, False])
+def test_the_controller_holds_a_reads_names_to_the_users_words_when_asked(from_user):
+    mem = TripleMemory(embedder=_Flat())
+    mem.write("Ilse Keller", "employed by", "Adidas")
+    gen = _Answers("[MEM_READ{Isabel Lombardi>>employed by>>}:")
+    seen = []
+    gen_call = gen.__call__
+    ctl = RetLLMController(
+        lambda text, pause=None, **kw: seen.append(kw["allowed"]) or gen_call(text, pause, **kw),
+        mem,
+        lambda u: u,
+        copy_names=True,
+        read_names_from_user=from_user,
+    )
+    ctl.chat("Remind me, who employs Isabel Lombardi?")
+    assert "Isabel Lombardi" in seen[0].read and ("Ilse Keller" in seen[0].read) is not from_user
 
 
 @pytest.mark.parametrize(

@@ -134,9 +134,11 @@ def allowed_terms(
     prefer_known: bool = False,
     relations: Iterable[str] | None = None,
     read_relations: bool | str = False,
+    read_stored_names: bool = True,
 ) -> AllowedTerms:
     """Writes copy the user's words, re-cased as stored names are, or a `known` name the user typed with a slip;
-    reads may also name any stored subject or object (memories up to `cap`). `prefer_known`: a span that types a
+    reads may also name any stored subject or object (memories up to `cap`; `read_stored_names=False`: not, as every
+    data set question names its entity in its own words). `prefer_known`: a span that types a
     known name otherwise ("lg", "Mersk") is not allowed itself, only the known name ("LG", "Maersk"), so the memory
     stores and asks for the one spelling (the controller's rule; the invented-name measure keeps both); a known name
     typed exactly keeps its re-cased form ("EBay"), which the controller runs as the known name.
@@ -169,7 +171,10 @@ def allowed_terms(
     else:
         read_rels = rels | stored_rels | {""} if rels and read_relations else frozenset()
     return AllowedTerms(
-        write=frozenset(spans), read=frozenset(spans | stored), relations=rels, read_relations=read_rels
+        write=frozenset(spans),
+        read=frozenset(spans | stored if read_stored_names else spans),
+        relations=rels,
+        read_relations=read_rels,
     )
 
 

@@ -171,6 +171,7 @@ def evaluate_retllm(
     answer_pairs: bool = True,
     either_order: bool = False,
     either_role: bool = False,
+    read_names_from_user: bool = False,
     facts_in_order: bool = False,
 ) -> pd.DataFrame:
     """Every example through the controller with its scene in memory; one record per example.
@@ -185,7 +186,8 @@ def evaluate_retllm(
     `answer_pairs`: with it, the reply's names one sentence says go together as the reply pairs them; with
     `state_facts` an empty reply is answered "I don't know." (`NO_ANSWER`, the data set's words); `either_order`: a
     read of two names and no relation that finds nothing reads them the other way round too; `either_role`: a read of
-    one name, found nothing, asks for it in the role the memory holds it in; `facts_in_order`: with
+    one name, found nothing, asks for it in the role the memory holds it in; `read_names_from_user`: with
+    `copy_names`, a read's names copy the user's words or a known name, no other stored name; `facts_in_order`: with
     `state_facts`, the facts in the reply's order, none skipped, as training states them (the model says where to
     stop)."""
     rows = list(rows)
@@ -209,6 +211,7 @@ def evaluate_retllm(
             no_answer=NO_ANSWER if state_facts else None,
             either_order=either_order,
             either_role=either_role,
+            read_names_from_user=read_names_from_user,
             facts_in_order=facts_in_order,
         )
         turn = ctl.chat(row["user"])
