@@ -339,15 +339,16 @@ ORDER_ROWS = (
 )
 
 
-# three training seeds of the more-questions build with the facts in order, and a one-name read in the wrong role asked
-# in the other (--either-role) for notebook 02's adapter and the third seed (the read calls are the model's, unchanged)
+# three training seeds of the more-questions build with the facts in order, and two read rules (--either-role: a
+# one-name read in the wrong role asked in the other; --read-names-from-user: a read's names the user's words) for
+# notebook 02's adapter and the third seed; the read-back passes do not use the rules
 ROLE_RUNS = {
     "1,500 rows (notebook 02), in order": ("open_relations_facts_in_order", "committed (notebook 02)"),
-    "1,500 rows, in order, either_role": ("open_relations_either_role", "committed (notebook 02)"),
+    "1,500 rows, in order, two read rules": ("open_relations_either_role", "committed (notebook 02)"),
     "more questions, in order": ("open_relations_questions1134_in_order", "with open relations"),
     "more questions, seed 1, in order": ("open_relations_questions1134_seed1_in_order", "with open relations"),
     "more questions, seed 2, in order": ("open_relations_questions1134_seed2_in_order", "with open relations"),
-    "more questions, seed 2, in order, either_role": ("open_relations_either_role", "with open relations"),
+    "more questions, seed 2, in order, two read rules": ("open_relations_either_role", "with open relations"),
 }
 ROLE_ROWS = (
     *ORDER_ROWS,
@@ -372,7 +373,7 @@ def order_table() -> str:
 
 
 def role_table() -> str:
-    """experiments/README.md's table of the more-questions build's three seeds in order, and `either_role`."""
+    """experiments/README.md's table of the more-questions build's three seeds in order, and the two read rules."""
     runs = _saved(ROLE_RUNS)
     seeds = [c for c in runs if c.startswith("more questions") and c.endswith("in order")]
     return spread_markdown(runs, {"more questions, in order": seeds}, ROLE_ROWS)
@@ -502,7 +503,7 @@ def main() -> None:
     )
     ap.add_argument("--order-table", action="store_true", help="print answers with the facts in order from the JSONs")
     ap.add_argument(
-        "--role-table", action="store_true", help="print three seeds in order and either_role from the JSONs"
+        "--role-table", action="store_true", help="print three seeds in order and the two read rules from the JSONs"
     )
     a = ap.parse_args()
     tables = {
