@@ -138,10 +138,11 @@ def allowed_terms(
 ) -> AllowedTerms:
     """Writes copy the user's words, re-cased as stored names are, or a `known` name the user typed with a slip;
     reads may also name any stored subject or object (memories up to `cap`; `read_stored_names=False`: not, as every
-    data set question names its entity in its own words). `prefer_known`: a span that types a
-    known name otherwise ("lg", "Mersk") is not allowed itself, only the known name ("LG", "Maersk"), so the memory
-    stores and asks for the one spelling (the controller's rule; the invented-name measure keeps both); a known name
-    typed exactly keeps its re-cased form ("EBay"), which the controller runs as the known name.
+    data set question names its entities in the user's words, a misspelt company as the company list spells it).
+    `prefer_known`: a span that types a known name otherwise ("lg", "Mersk") is not allowed itself, only the known
+    name ("LG", "Maersk"), so the memory stores and asks for the one spelling (the controller's rule; the invented-name
+    measure keeps both); a known name typed exactly keeps its re-cased form ("EBay"), which the controller runs as the
+    known name.
     `relations` (a relation vocabulary, e.g. the data set's relation names): a write's relation is then one of them
     or the user's own words, so a relation never trained on is stored as said, not respelt ("lives in", not "is
     living in"); None leaves relations free. `read_relations`: a read's relation too is one of them, a stored relation
