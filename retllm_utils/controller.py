@@ -18,7 +18,8 @@ Decoding constraints beyond the paper (`copy_names`, `answer_form`) live in `cha
 controller or generator is asked for them. Two read rules beyond the paper stay here: a read of two names and no
 relation that finds nothing reads them the other way round, names exact (`either_order`), a read of one name held in
 the role the memory never gives it asks for it in the other role (`either_role`), and with `answer_form` an empty reply
-is answered in the same words (`no_answer`).
+is answered in the same words (`no_answer`). One write rule beyond the paper: a name listed with a written one that no
+write holds is written as the list's written names are (`coordinated_writes`, `chat.coordination`).
 """
 
 from __future__ import annotations
@@ -351,6 +352,7 @@ class RetLLMController:
         either_role: bool = False,
         read_names_from_user: bool = False,
         facts_in_order: bool = False,
+        coordinated_writes: bool = False,
     ):
         self.generator, self.memory, self.prompt_fn, self.max_calls = generator, memory, prompt_fn, max_calls
         # call terms copy the user's words or stored phrases (`chat.copying`; beyond the paper)
@@ -384,6 +386,10 @@ class RetLLMController:
         # names exact: "(IKEA, , ?)" for "With whom is IKEA connected?" where IKEA is only ever an object (beyond the
         # paper)
         self.either_role = either_role
+        # after a turn's writes, a name listed with a written one ("Ann Lee and Bo Wu work at BMW") that no write
+        # holds is written as the list's written names are, when they share one (role, relation, other term)
+        # (`chat.coordination`; beyond the paper): the model sometimes stops a list short
+        self.coordinated_writes = coordinated_writes
         self.max_results = max_results  # a broad read on a large memory must not overflow the model's context
         self.max_writes = max_writes  # per turn: a runaway model cannot write thousands of triples
         # a write call that repeats one of the turn's ends the turn, unkept (`repeated_write`; beyond the paper)
@@ -446,14 +452,7 @@ class RetLLMController:
             for c in calls:
                 if isinstance(c, MemWrite):
                     for t in c.triples:
-                        if writes >= self.max_writes:
-                            dropped_writes += 1
-                            continue
-                        try:
-                            trace.append({"event": "write", "triple": t, "new": self.memory.write(*t)})
-                            writes += 1
-                        except Exception as e:  # any memory failure is the turn's error event
-                            trace.append(error_event(str(e), c, "memory"))
+                        writes, dropped_writes = self._write(t, c, trace, writes, dropped_writes)
                 elif isinstance(c, ApiError):
                     trace.append(error_event(c.message, c.text, "parse"))
             if repeat is not None:
@@ -476,6 +475,14 @@ class RetLLMController:
             answer, answering = self._answer_sentences(results, copy.get("allowed")), True
             if ended:
                 break
+        if self.coordinated_writes and writes:  # a listed name the model skipped: the fact its list implies
+            from .chat.coordination import coordinated_writes
+
+            by_fold = {k.casefold(): k for k in self.known_names}
+            done = [e["triple"] for e in trace if e["event"] == "write"]
+            for t in coordinated_writes(user_text, done):
+                t = Triple(by_fold.get(t[0].casefold(), t[0]), t[1], by_fold.get(t[2].casefold(), t[2]))
+                writes, dropped_writes = self._write(t, t, trace, writes, dropped_writes, rule="coordinated")
         if dropped_writes:
             trace.append(
                 error_event(
@@ -485,6 +492,18 @@ class RetLLMController:
                 )
             )
         return Turn(answer=api.strip_retllm_calls(generated).strip(), model_text=generated, trace=trace)
+
+    def _write(self, t: Triple, call: Any, trace: list[dict], writes: int, dropped: int, **tag: str) -> tuple[int, int]:
+        """Stores `t` (a "write" event, `tag` added) unless the turn's `max_writes` are stored; any memory failure is
+        an "error" event. The turn's (stored, dropped) counts after it."""
+        if writes >= self.max_writes:
+            return writes, dropped + 1
+        try:
+            trace.append({"event": "write", "triple": t, "new": self.memory.write(*t), **tag})
+        except Exception as e:  # any memory failure is the turn's error event
+            trace.append(error_event(str(e), call, "memory"))
+            return writes, dropped
+        return writes + 1, dropped
 
     def _respelled(self, text: str) -> str:
         """`text` with each call's subject or object that is a known name in other case spelt as the known name:

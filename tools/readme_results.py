@@ -123,7 +123,15 @@ def shape_tables(res: dict) -> list[str]:
     for name, table in (res.get("by_shape") or {}).items():
         cols = [
             c
-            for c in ("statements", "writes exact", "questions", "read calls", "answers", "free answers")
+            for c in (
+                "statements",
+                "writes exact",
+                "stored exact",
+                "questions",
+                "read calls",
+                "answers",
+                "free answers",
+            )
             if any(c in r for r in table.values())
         ]
         out += ["", f"Per shape, {name}:", "", "| shape | " + " | ".join(cols) + " |", "|---" * (len(cols) + 1) + "|"]

@@ -141,13 +141,15 @@ def _record(
         "n_terms": n_terms,
     }
     # every score in every record (None where it does not apply): a pass of only statements still has the columns
-    rec.update(answer_ok=None, facts_ok=None, write_precision=None, write_recall=None)
+    rec.update(answer_ok=None, facts_ok=None, write_precision=None, write_recall=None, stored_exact=None)
     if row["kind"] == "read":
         rec["answer_ok"] = answer_correct(answer, row)
         rec["facts_ok"] = facts_correct(answer, row)
     else:
         prf = PRF.of_sets(map(tuple, written), map(tuple, row["triples"]))
         rec["write_precision"], rec["write_recall"] = prf.precision, prf.recall
+        # the memory the turn leaves: the model's writes and any a controller rule added, as a set
+        rec["stored_exact"] = set(map(tuple, written)) == set(map(tuple, row["triples"]))
     return rec
 
 
@@ -173,6 +175,7 @@ def evaluate_retllm(
     either_role: bool = False,
     read_names_from_user: bool = False,
     facts_in_order: bool = False,
+    coordinated_writes: bool = False,
 ) -> pd.DataFrame:
     """Every example through the controller with its scene in memory; one record per example.
 
@@ -189,7 +192,7 @@ def evaluate_retllm(
     one name, found nothing, asks for it in the role the memory holds it in; `read_names_from_user`: with
     `copy_names`, a read's names copy the user's words or a known name, no other stored name; `facts_in_order`: with
     `state_facts`, the facts in the reply's order, none skipped, as training states them (the model says where to
-    stop)."""
+    stop); `coordinated_writes`: a listed name no write holds is written as the list's written names are."""
     rows = list(rows)
     gen = generator or HFGenerator(model, tokenizer, max_new_tokens=max_new_tokens)
     out = []
@@ -213,12 +216,15 @@ def evaluate_retllm(
             either_role=either_role,
             read_names_from_user=read_names_from_user,
             facts_in_order=facts_in_order,
+            coordinated_writes=coordinated_writes,
         )
         turn = ctl.chat(row["user"])
         written = [e["triple"] for e in turn.trace if e["event"] == "write"]
         subs = [s for e in turn.trace if e["event"] == "read" for s in e["substitutions"]]
         rec = _record(row, predicted_api(turn.model_text), turn.answer, written, turn.model_text, known_names)
-        out.append({**rec, "substitutions": subs, "false_substitutions": false_substitutions(subs, row)})
+        added = [tuple(e["triple"]) for e in turn.trace if e["event"] == "write" and e.get("rule")]  # not the model's
+        rec.update(substitutions=subs, false_substitutions=false_substitutions(subs, row), rule_writes=added)
+        out.append(rec)
     return pd.DataFrame(out)
 
 

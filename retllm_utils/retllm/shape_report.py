@@ -12,8 +12,10 @@ __all__ = ["by_shape"]
 
 
 def by_shape(df: pd.DataFrame, free: pd.DataFrame | None = None) -> pd.DataFrame:
-    """Per `phrasing` (and "all"): statements and their exact writes, questions, read calls and answers (facts
-    exact); `free`: the same examples with the answer free, scored by the same rule where they overlap."""
+    """Per `phrasing` (and "all"): statements, their exact write calls, where recorded the statements whose memory
+    holds exactly the gold facts (`stored exact`: the model's writes and any a controller rule added), questions, read
+    calls and answers (facts exact); `free`: the same examples with the answer free, scored by the same rule where they
+    overlap."""
     rows: dict[str, Mapping[str, float]] = {}
     free_ok = None if free is None else free.set_index("id")["facts_ok"]
     for shape, g in [*df.groupby("phrasing"), ("all", df)]:
@@ -21,6 +23,7 @@ def by_shape(df: pd.DataFrame, free: pd.DataFrame | None = None) -> pd.DataFrame
         row = {
             "statements": len(w),
             "writes exact": w["api_em"].mean() if len(w) else float("nan"),
+            **({"stored exact": _mean(w["stored_exact"])} if "stored_exact" in w else {}),
             "questions": len(r),
             "read calls": r["api_em"].mean() if len(r) else float("nan"),
             "answers": r["facts_ok"].astype(float).mean() if len(r) else float("nan"),
@@ -33,3 +36,7 @@ def by_shape(df: pd.DataFrame, free: pd.DataFrame | None = None) -> pd.DataFrame
     return pd.DataFrame(rows).T.astype(
         {"statements": int, "questions": int, **({"free n": int} if free is not None else {})}
     )
+
+
+def _mean(col: pd.Series) -> float:
+    return col.astype(float).mean() if len(col) else float("nan")
