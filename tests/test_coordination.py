@@ -5,6 +5,7 @@ import pytest
 
 from retllm_utils.api import Triple
 from retllm_utils.chat.coordination import coordinated_writes, name_lists
+from retllm_utils.chat.session import trace_lines
 from retllm_utils.controller import RetLLMController, ScriptedGenerator
 from retllm_utils.memory import TripleMemory
 from retllm_utils.models import NgramEmbedder
@@ -71,6 +72,8 @@ def test_the_controller_writes_the_listed_name_the_model_skipped(rule):
     assert [e["triple"] for e in added] == ([Triple("Bo Wu", "employed by", "BMW")] if rule else [])
     assert len(memory) == (3 if rule else 2) and ("Cy Ma", "customer of", "Audi") in set(memory)
     assert turn.model_text == _one_write("")  # the model's own calls are left as they were
+    lines = trace_lines("Ann Lee and Bo Wu work at BMW.", turn)
+    assert ("  controller → memory: write ('Bo Wu', 'employed by', 'BMW') (coordinated rule)" in lines) == rule
 
 
 def test_the_rule_keeps_the_turns_write_cap():

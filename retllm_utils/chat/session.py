@@ -35,8 +35,9 @@ def trace_lines(user: str, turn: Turn) -> list[str]:
     for e in turn.trace:
         if e["event"] == "model" and e["text"]:
             lines.append(f"  LLM → controller : {e['text']}")
-        elif e["event"] == "write":
-            lines.append(f"  controller → memory: write {tuple(e['triple'])}{'' if e['new'] else ' (already stored)'}")
+        elif e["event"] == "write":  # a write a controller rule added, not the model, says which rule
+            known, rule = "" if e["new"] else " (already stored)", f" ({e['rule']} rule)" if e.get("rule") else ""
+            lines.append(f"  controller → memory: write {tuple(e['triple'])}{known}{rule}")
         elif e["event"] == "relation" and e.get("by") == "likelihood":  # the likelier whole read call
             read = f"the stored {e['read']!r}" if e["read"] else "any relation"
             lines.append(f"  controller      : reads {e['asked']!r} as {read} (the likeliest call)")
