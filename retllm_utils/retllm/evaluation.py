@@ -148,7 +148,7 @@ def _record(
     else:
         prf = PRF.of_sets(map(tuple, written), map(tuple, row["triples"]))
         rec["write_precision"], rec["write_recall"] = prf.precision, prf.recall
-        # the memory the turn leaves: the model's writes and any a controller rule added, as a set
+        # the turn's writes as a set: the model's and any a controller rule added
         rec["stored_exact"] = set(map(tuple, written)) == set(map(tuple, row["triples"]))
     return rec
 

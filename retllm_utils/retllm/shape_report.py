@@ -12,10 +12,10 @@ __all__ = ["by_shape"]
 
 
 def by_shape(df: pd.DataFrame, free: pd.DataFrame | None = None) -> pd.DataFrame:
-    """Per `phrasing` (and "all"): statements, their exact write calls, where recorded the statements whose memory
-    holds exactly the gold facts (`stored exact`: the model's writes and any a controller rule added), questions, read
-    calls and answers (facts exact); `free`: the same examples with the answer free, scored by the same rule where they
-    overlap."""
+    """Per `phrasing` (and "all"): statements, their exact write calls, where recorded the statements whose turn's
+    writes are exactly the gold facts (`stored exact`: the model's writes and any a controller rule added), questions,
+    read calls and answers (facts exact); `free`: the same examples with the answer free, scored by the same rule where
+    they overlap."""
     rows: dict[str, Mapping[str, float]] = {}
     free_ok = None if free is None else free.set_index("id")["facts_ok"]
     for shape, g in [*df.groupby("phrasing"), ("all", df)]:
