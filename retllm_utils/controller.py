@@ -478,10 +478,8 @@ class RetLLMController:
         if self.coordinated_writes and writes:  # a listed name the model skipped: the fact its list implies
             from .chat.coordination import coordinated_writes
 
-            by_fold = {k.casefold(): k for k in self.known_names}
             done = [e["triple"] for e in trace if e["event"] == "write"]
-            for t in coordinated_writes(user_text, done):
-                t = Triple(by_fold.get(t[0].casefold(), t[0]), t[1], by_fold.get(t[2].casefold(), t[2]))
+            for t in map(self._as_known, coordinated_writes(user_text, done)):
                 writes, dropped_writes = self._write(t, t, trace, writes, dropped_writes, rule="coordinated")
         if dropped_writes:
             trace.append(
@@ -505,17 +503,21 @@ class RetLLMController:
             return writes, dropped
         return writes + 1, dropped
 
+    def _as_known(self, t: Triple) -> Triple:
+        """`t` with a subject or object that is a known name in other case spelt as the known name."""
+        by_fold = {k.casefold(): k for k in self.known_names}  # per call: a caller may set `known_names` later
+        return Triple(by_fold.get(t[0].casefold(), t[0]), t[1], by_fold.get(t[2].casefold(), t[2]))
+
     def _respelled(self, text: str) -> str:
         """`text` with each call's subject or object that is a known name in other case spelt as the known name:
         the model capitalises a name in a call ("EBay" for eBay), the memory and the calls keep one spelling."""
         if not self.copy_names or not self.known_names:
             return text
-        by_fold = {k.casefold(): k for k in self.known_names}  # per call: a caller may set `known_names` later
         for c in reversed(api.parse_retllm(text)):
             if not isinstance(c, (MemWrite, MemRead)):
                 continue
             t = c.triples[0] if isinstance(c, MemWrite) else c.queries[0]
-            new = Triple(by_fold.get(t[0].casefold(), t[0]), t[1], by_fold.get(t[2].casefold(), t[2]))
+            new = self._as_known(t)
             if new == t:
                 continue
             if isinstance(c, MemWrite):

@@ -2,8 +2,8 @@
 model writing such a list sometimes stops a name short (`[MEM_WRITE{Ann Lee>>employed by>>BMW}]` and no call for Bo
 Chen). `coordinated_writes` gives the facts the list implies and the turn did not write: each unwritten name of a
 list takes the one (role, relation, other term) that the list's written names share. An extension beyond the paper
-(`RetLLMController(coordinated_writes=True)`), off by default; notebook 03 reports the memory it leaves beside the
-model's own calls.
+(`RetLLMController(coordinated_writes=True)`), off by default; notebook 03 scores a statement's writes with the rule's
+(`stored exact`) beside the model's own calls.
 """
 
 from __future__ import annotations
