@@ -41,7 +41,10 @@ among the synthetic training rows (e.g. `--n-train 1860 --train-write-frac 0.322
 questions, the 1,500-row build's 540 statements); `--questions-table` prints
 builds with more training questions (QUESTION_RUNS); `--facts-in-order` has an answer state the reply's facts in the
 reply's order, none skipped (the model chooses where to stop); `--order-table` prints it against the model's order
-(ORDER_RUNS).
+(ORDER_RUNS). `--coordinated-writes` writes a name listed with a written one as the list's written names are, as
+notebooks 03 and 09 do (the test and paraphrase passes then also save `stored_exact_by_phrasing`, the turn's writes
+with the rule's); `--epochs N` trains N epochs over the same rows; `--epochs-table` prints two epochs against notebook
+02's one (EPOCHS_RUNS).
 """
 
 from __future__ import annotations
@@ -131,9 +134,12 @@ def markdown(result: dict[str, Any]) -> str:
     return "\n".join(out)
 
 
-def _synthetic_statements(res: dict[str, Any], split: str) -> tuple[float, int] | None:
-    """The split's statements of the five relations written exactly, and how many there are (Re-DocRED's left out)."""
-    by = res.get(split, {}).get("writes_exact_by_phrasing") or {}
+def _synthetic_statements(
+    res: dict[str, Any], split: str, key: str = "writes_exact_by_phrasing"
+) -> tuple[float, int] | None:
+    """The split's statements of the five relations written exactly (`key`: by calls, or "stored_exact_by_phrasing":
+    the turn's writes, rule writes included), and how many there are (Re-DocRED's left out)."""
+    by = res.get(split, {}).get(key) or {}
     n = sum(v["size"] for p, v in by.items() if p != "redocred")
     return (sum(v["sum"] for p, v in by.items() if p != "redocred"), n) if n else None
 
@@ -250,6 +256,11 @@ def spread_markdown(
     for split in ("test", "paraphrase"):
         row = [_synthetic_statements(res["passes"][name], split) for res, name in runs.values()]
         values.append((f"{split} split: statements of the five relations exact", row))
+        stored = [
+            _synthetic_statements(res["passes"][name], split, "stored_exact_by_phrasing") for res, name in runs.values()
+        ]
+        if any(stored):  # runs since the coordinated-writes rule save the turn's writes too
+            values.append((f"{split} split: the same, the turn's writes (rule writes included) exact", stored))
 
     def fmt(v: Any, count: int | None = None) -> str:
         if v is None:
@@ -364,6 +375,33 @@ ROLE_ROWS = (
     *MORE_ROWS[:5],
     BALANCE_ROWS[-1],
 )
+
+
+# two epochs over notebook 02's rows (--epochs 2) against its one, both decoded as notebook 03 decodes (with
+# --either-role, --read-names-from-user and --coordinated-writes), scored in one run
+EPOCHS_RUNS = {
+    "1 epoch (notebook 02)": ("open_relations_epochs2", "committed (notebook 02)"),
+    "2 epochs": ("open_relations_epochs2", "with open relations"),
+}
+
+
+EPOCHS_ROWS = (  # SCALE_ROWS with the test answers and the paraphrase split's read calls and answers per type
+    *SCALE_ROWS,
+    *(
+        (f"{split} split: {what}, ({q})", [split, "scores", q, key])
+        for split, whats in (
+            ("test", (("answers (facts)", "facts_acc"),)),
+            ("paraphrase", (("read call exact", "api_em"), ("answers (facts)", "facts_acc"))),
+        )
+        for what, key in whats
+        for q in ("per", "per_org", "per_rel", "org", "rel", "org_rel")
+    ),
+)
+
+
+def epochs_table() -> str:
+    """experiments/README.md's table of two training epochs against notebook 02's one, from the committed JSON."""
+    return spread_markdown(_saved(EPOCHS_RUNS), None, EPOCHS_ROWS)
 
 
 def order_table() -> str:
@@ -491,6 +529,15 @@ def main() -> None:
         help="a read's names copy the user's words or a known company name, no other stored name "
         "(`RetLLMController(read_names_from_user=True)`): every data set question names its entity",
     )
+    ap.add_argument(
+        "--coordinated-writes",
+        action="store_true",
+        help="a name listed with a written one that no write of the turn holds is written as the list's written names "
+        "are (`RetLLMController(coordinated_writes=True)`): notebooks 03 and 09 decode so",
+    )
+    ap.add_argument(
+        "--epochs", type=int, default=None, help="training epochs over the same rows (default: the cpu profile's 1)"
+    )
     ap.add_argument("--out", default="open_relations")
     ap.add_argument("--seeds-table", action="store_true", help="print the seeds table from the saved JSONs, and stop")
     ap.add_argument("--more-table", action="store_true", help="print 22 against 48 relations from the JSONs, and stop")
@@ -505,6 +552,7 @@ def main() -> None:
     ap.add_argument(
         "--role-table", action="store_true", help="print three seeds in order and the two read rules from the JSONs"
     )
+    ap.add_argument("--epochs-table", action="store_true", help="print two epochs against one from the JSON")
     a = ap.parse_args()
     tables = {
         "seeds_table": seeds_table,
@@ -514,6 +562,7 @@ def main() -> None:
         "questions_table": questions_table,
         "order_table": order_table,
         "role_table": role_table,
+        "epochs_table": epochs_table,
     }
     for flag, table in tables.items():
         if getattr(a, flag):
@@ -537,7 +586,8 @@ def main() -> None:
 
     torch.set_num_threads(a.threads)
     train_seed = a.seed if a.train_seed is None else a.train_seed
-    config = RetLLMConfig.for_profile("cpu", seed=train_seed, phrasings="wide")
+    epochs = {} if a.epochs is None else {"epochs": a.epochs}
+    config = RetLLMConfig.for_profile("cpu", seed=train_seed, phrasings="wide", **epochs)
     dd = load_synthetic("cpu", a.seed, "wide")
     if a.notebook_03:
         a.copy_relations, a.five_relations, a.read_relation_likely = True, True, True
@@ -568,6 +618,7 @@ def main() -> None:
         "n_train": a.n_train,
         "train_questions": a.train_questions,
         "train_write_frac": a.train_write_frac,
+        **epochs,
     }
     meta = train_or_reuse(out_dir, train_ds, config, model_id="smollm2-135m-instruct", tokenizer=tok, info=info).meta
     print(f"trained {meta['train_seconds'] / 60:.1f} min, {meta['steps']} steps, {meta.get('tokens_per_epoch')} tokens")
@@ -610,6 +661,8 @@ def main() -> None:
         "facts_in_order": a.facts_in_order,
         "either_role": a.either_role,
         "read_names_from_user": a.read_names_from_user,
+        "coordinated_writes": a.coordinated_writes,
+        "epochs": config.epochs,
         "data_seed": a.seed,
         "train_seed": train_seed,
         "held_out": list(op.HELD_OUT),
@@ -626,6 +679,7 @@ def main() -> None:
         "facts_in_order": a.facts_in_order,
         "either_role": a.either_role,
         "read_names_from_user": a.read_names_from_user,
+        "coordinated_writes": a.coordinated_writes,
     }
     if a.copy_relations:  # the five relations' names and (without --five-relations) all of Re-DocRED's
         common["relation_names"] = relation_vocabulary(redocred=not a.five_relations)
@@ -679,6 +733,11 @@ def main() -> None:
                     "writes_exact_by_phrasing": writes.groupby("phrasing")["api_em"]
                     .agg(["sum", "size"])
                     .to_dict("index"),
+                    # the turn's writes as a set equal the gold facts, rule writes included (`stored_exact`)
+                    "stored_exact_by_phrasing": writes.groupby("phrasing")["stored_exact"]
+                    .agg(["sum", "size"])
+                    .to_dict("index"),
+                    "rule_writes": int(writes["rule_writes"].map(len).sum()),
                     "read_misses": [  # every question whose answer misses a gold fact or states another
                         {
                             "id": i,
