@@ -109,6 +109,7 @@ def test_the_readme_table_is_the_committed_results():
     assert mod.balance_table() in readme  # training questions' verbs drawn or balanced, two seeds each
     assert mod.questions_table() in readme and mod.order_table() in readme  # more questions; the facts in order
     assert mod.role_table() in readme  # three seeds in order; the two read rules
+    assert mod.epochs_table() in readme  # two training epochs against notebook 02's one
 
 
 def test_more_relations_add_predicates_but_never_a_held_out_one():
