@@ -43,8 +43,8 @@ builds with more training questions (QUESTION_RUNS); `--facts-in-order` has an a
 reply's order, none skipped (the model chooses where to stop); `--order-table` prints it against the model's order
 (ORDER_RUNS). `--coordinated-writes` writes a name listed with a written one as the list's written names are, as
 notebooks 03 and 09 do (the test and paraphrase passes then also save `stored_exact_by_phrasing`, the turn's writes
-with the rule's); `--epochs N` trains N epochs over the same rows; `--epochs-table` prints two epochs against notebook
-02's one over training seeds 0 and 1 (EPOCHS_RUNS).
+with the rule's); `--epochs N` trains N epochs over the same rows; `--epochs-table` prints two epochs against one
+epoch of notebook 02's recipe at training seeds 0 and 1 (EPOCHS_RUNS; seed 0's one epoch is notebook 02's adapter).
 """
 
 from __future__ import annotations
