@@ -42,9 +42,10 @@ questions, the 1,500-row build's 540 statements); `--questions-table` prints
 builds with more training questions (QUESTION_RUNS); `--facts-in-order` has an answer state the reply's facts in the
 reply's order, none skipped (the model chooses where to stop); `--order-table` prints it against the model's order
 (ORDER_RUNS). `--coordinated-writes` writes a name listed with a written one as the list's written names are, as
-notebooks 03 and 09 do (the test and paraphrase passes then also save `stored_exact_by_phrasing`, the turn's writes
-with the rule's); `--epochs N` trains N epochs over the same rows; `--epochs-table` prints two epochs against one
-epoch of notebook 02's recipe at training seeds 0 and 1 (EPOCHS_RUNS; seed 0's one epoch is notebook 02's adapter).
+notebooks 03 and 09 do (the test and paraphrase passes also save `stored_exact_by_phrasing`, the turn's writes with the
+rule's, without the flag the calls' own); `--epochs N` trains N epochs over the same rows; `--epochs-table` prints two
+epochs against one epoch of notebook 02's recipe at training seeds 0 and 1 (EPOCHS_RUNS; seed 0's one epoch is notebook
+02's adapter).
 """
 
 from __future__ import annotations
@@ -556,7 +557,7 @@ def main() -> None:
     ap.add_argument(
         "--role-table", action="store_true", help="print three seeds in order and the two read rules from the JSONs"
     )
-    ap.add_argument("--epochs-table", action="store_true", help="print two epochs against one from the JSON")
+    ap.add_argument("--epochs-table", action="store_true", help="print two epochs against one from the JSONs")
     a = ap.parse_args()
     tables = {
         "seeds_table": seeds_table,
