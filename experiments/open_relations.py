@@ -45,7 +45,8 @@ reply's order, none skipped (the model chooses where to stop); `--order-table` p
 notebooks 03 and 09 do (the test and paraphrase passes also save `stored_exact_by_phrasing`, the turn's writes with the
 rule's, without the flag the calls' own); `--epochs N` trains N epochs over the same rows; `--epochs-table` prints two
 epochs against one epoch of notebook 02's recipe at training seeds 0 and 1 (EPOCHS_RUNS; seed 0's one epoch is notebook
-02's adapter).
+02's adapter); `--neftune ALPHA` trains with NEFTune's noise on the input embeddings, `--neftune-table` prints it
+against notebook 02's recipe without (NEFTUNE_RUNS).
 """
 
 from __future__ import annotations
@@ -404,6 +405,28 @@ EPOCHS_ROWS = (  # SCALE_ROWS with the test answers and the paraphrase split's r
 )
 
 
+# NEFTune (--neftune 5: noise on the input embeddings while training) against notebook 02's recipe without it, one
+# epoch each, decoded as notebook 03 decodes; seed 0 with the model's fact order and with the facts in order
+# (--facts-in-order), seed 1 in order only (its one-epoch adapter trained by --train-seed 1 --train-only)
+NEFTUNE_RUNS = {
+    "seed 0 (notebook 02)": ("open_relations_epochs2", "committed (notebook 02)"),
+    "NEFTune, seed 0": ("open_relations_neftune5", "with open relations"),
+    "seed 0 (notebook 02), in order": ("open_relations_neftune5_in_order", "committed (notebook 02)"),
+    "NEFTune, seed 0, in order": ("open_relations_neftune5_in_order", "with open relations"),
+    "seed 1, in order": ("open_relations_neftune5_seed1_in_order", "committed (notebook 02)"),
+    "NEFTune, seed 1, in order": ("open_relations_neftune5_seed1_in_order", "with open relations"),
+}
+NEFTUNE_MEANS = {
+    "without, in order": ["seed 0 (notebook 02), in order", "seed 1, in order"],
+    "NEFTune, in order": ["NEFTune, seed 0, in order", "NEFTune, seed 1, in order"],
+}
+
+
+def neftune_table() -> str:
+    """experiments/README.md's table of NEFTune against notebook 02's recipe over two seeds, from the JSONs."""
+    return spread_markdown(_saved(NEFTUNE_RUNS), NEFTUNE_MEANS, EPOCHS_ROWS)
+
+
 def epochs_table() -> str:
     """experiments/README.md's table of two training epochs against notebook 02's one over two seeds, from the JSONs."""
     return spread_markdown(_saved(EPOCHS_RUNS), EPOCHS_MEANS, EPOCHS_ROWS)
@@ -565,6 +588,7 @@ def main() -> None:
         "--role-table", action="store_true", help="print three seeds in order and the two read rules from the JSONs"
     )
     ap.add_argument("--epochs-table", action="store_true", help="print two epochs against one from the JSONs")
+    ap.add_argument("--neftune-table", action="store_true", help="print NEFTune against without from the JSONs")
     a = ap.parse_args()
     tables = {
         "seeds_table": seeds_table,
@@ -575,6 +599,7 @@ def main() -> None:
         "order_table": order_table,
         "role_table": role_table,
         "epochs_table": epochs_table,
+        "neftune_table": neftune_table,
     }
     for flag, table in tables.items():
         if getattr(a, flag):

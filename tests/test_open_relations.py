@@ -110,6 +110,7 @@ def test_the_readme_table_is_the_committed_results():
     assert mod.questions_table() in readme and mod.order_table() in readme  # more questions; the facts in order
     assert mod.role_table() in readme  # three seeds in order; the two read rules
     assert mod.epochs_table() in readme  # two training epochs against notebook 02's one
+    assert mod.neftune_table() in readme  # NEFTune against notebook 02's recipe, two seeds
 
 
 def test_more_relations_add_predicates_but_never_a_held_out_one():
