@@ -571,7 +571,8 @@ def main() -> None:
         type=float,
         default=None,
         help="NEFTune: uniform noise of this alpha on the input embeddings while training (TRL's "
-        "neftune_noise_alpha; Jain et al. 2023 use 5), a regulariser aimed at phrasings training never showed",
+        "neftune_noise_alpha; 5 as in Jain et al. 2023's Alpaca runs), a regulariser, tried here on phrasings "
+        "training never showed",
     )
     ap.add_argument("--out", default="open_relations")
     ap.add_argument("--seeds-table", action="store_true", help="print the seeds table from the saved JSONs, and stop")
