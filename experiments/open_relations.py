@@ -602,8 +602,7 @@ def main() -> None:
         "--lora-r",
         type=int,
         default=None,
-        help="LoRA rank, its alpha twice the rank as in notebook 02's 16 and 32 (default: the cpu profile's 16): does "
-        "more trainable capacity help where more data and epochs did not?",
+        help="LoRA rank, its alpha twice the rank as in notebook 02's 16 and 32 (default: the cpu profile's 16)",
     )
     ap.add_argument("--out", default="open_relations")
     ap.add_argument("--seeds-table", action="store_true", help="print the seeds table from the saved JSONs, and stop")
