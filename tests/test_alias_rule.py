@@ -108,18 +108,21 @@ def test_committed_trial_stays_within_its_bound_was_not_adopted_and_is_the_readm
 
 
 @pytest.mark.parametrize("setup", list(alias_rule.SETUPS))
-def test_committed_setups_take_acronyms_and_refuse_another_person(committed, kit_minilm, setup):
-    """Each fitted setup at its first false bound: "USA", "IBM", "NYC" stand in for their long forms, "Pierre
-    Patel" does not for "Parisa Patel"."""
+def test_committed_setups_decide_the_probes_as_recorded(committed, kit_minilm, setup):
+    """Each fitted setup at its first false bound decides the probe pairs ("USA" / "United States", "Pierre Patel" /
+    "Parisa Patel", ...) as the JSON records, and never lets "Pierre Patel" stand in for "Parisa Patel"."""
     import numpy as np
 
     from retllm_utils.memory import char_similarity
     from retllm_utils.models import unit
 
     accept = alias_rule.learned_accept(committed["setups"][setup]["fits"], 0, setup, MINILM_THRESHOLDS)
-    for a, b, role, alias in alias_rule.PROBE_PAIRS:
+    first = committed["setups"][setup]["checks"][str(committed["points"][0])]["probes"]
+    for (a, b, role, alias), (ra, rb, _, recorded) in zip(alias_rule.PROBE_PAIRS, first, strict=True):
         va, vb = unit(np.asarray(kit_minilm.encode([a, b]), np.float32))
-        assert accept(a, b, float(va @ vb), char_similarity(a, b, role), role) is alias, (a, b)
+        assert (ra, rb) == (a, b)
+        assert accept(a, b, float(va @ vb), char_similarity(a, b, role), role) is recorded, (a, b)
+        assert alias or not recorded, (a, b)
 
 
 def test_learned_rule_refits_to_the_committed_coefficients(committed, kit_minilm):

@@ -182,6 +182,19 @@ def test_char_similarity_on_the_issue_examples():
     assert char_similarity("Moderna", "Pfizer", "object") < 0.5
 
 
+def test_organisations_are_compared_word_for_word():
+    """Legal forms and word order do not count; a word one name adds does, and a different number refuses."""
+    th = MINILM_THRESHOLDS["fuzzy_char"]["object"]
+    assert char_similarity("Pfizer Inc.", "Pfizer Group", "object") == 1.0
+    assert char_similarity("Congress of Tucuman", "Tucuman Congress", "object") == 1.0
+    assert char_similarity("Pfzier", "Pfizer", "object") >= th  # a typo
+    assert char_similarity("Brussels", "Brussels Midi", "object") < th  # a station of the city, not the city
+    assert char_similarity("Bantu", "Bantu homeland", "object") < th
+    assert char_similarity("Halo", "Halo 3", "object") == 0.0
+    assert char_similarity("District 211", "District 214", "object") == 0.0
+    assert char_similarity("Inc.", "Inc", "object") == 1.0  # a name of legal-form words only is compared whole
+
+
 def test_minilm_defaults_are_what_calibration_finds(minilm):
     """thresholds.MINILM_THRESHOLDS' fuzzy read is `measure`'s choice on the validation pool, and on the test pool it
     makes no wrong stand-in where the paper's rule makes many."""
