@@ -93,9 +93,9 @@ LEGAL_FORMS = frozenset(
 
 def words_similarity(term: str, stored: str) -> float:
     """Organisations: rapidfuzz's token-sort ratio of the names without `ALIAS_SKIP` and `LEGAL_FORMS` words ("the
-    Pfizer company" is "Pfizer"), 0 when their numbers differ ("Halo" / "Halo 3"). Any other word one has and the
-    other lacks counts against them: among Re-DocRED's mentions most such pairs name two entities ("Brussels Midi" /
-    "Brussels", "Bantu homeland" / "Bantu"; results/thresholds.md)."""
+    Pfizer company" is "Pfizer"), 0 when their numbers (words with a digit) differ ("Halo" / "Halo 3"). Any other word
+    one has and the other lacks counts against them: among Re-DocRED's mentions most such pairs name two entities
+    ("Brussels Midi" / "Brussels", "Bantu homeland" / "Bantu"; results/thresholds.md)."""
     a, b = _name_words(term), _name_words(stored)
     if _numbers(a) != _numbers(b):
         return 0.0
