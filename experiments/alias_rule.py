@@ -38,10 +38,10 @@ from retllm_utils.fuzzy.aliases import (
     word_subset,
 )
 from retllm_utils.memory import (
-    ALIAS_SKIP,
     alias_form,
     char_similarity,
     name_similarity,
+    name_words,
     role_value,
     spelling_similarity,
     stand_in_by,
@@ -85,13 +85,9 @@ PROBE_PAIRS = (
 
 
 # ---------------------------------------------------------------------------------------------- the rule
-def _word_list(text: str) -> list[str]:
-    return [w for w in utils.default_process(text).split() if w not in ALIAS_SKIP]
-
-
 def pair_features(a: str, b: str, cosine: float) -> list[float]:
     """`PAIR_FEATURES` of two strings and their cosine, the same either way round."""
-    wa, wb = _word_list(a), _word_list(b)
+    wa, wb = name_words(a), name_words(b)
     la, lb = len(utils.default_process(a)), len(utils.default_process(b))
     form = alias_form(a, b)
     return [

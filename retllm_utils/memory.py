@@ -61,6 +61,7 @@ __all__ = [
     "char_similarity",
     "name_similarity",
     "words_similarity",
+    "name_words",
     "spelling_similarity",
     "first_passing",
     "role_value",
@@ -96,15 +97,16 @@ def words_similarity(term: str, stored: str) -> float:
     Pfizer company" is "Pfizer"), 0 when their numbers (words with a digit) differ ("Halo" / "Halo 3"). Any other word
     one has and the other lacks counts against them: among Re-DocRED's mentions most such pairs name two entities
     ("Brussels Midi" / "Brussels", "Bantu homeland" / "Bantu"; results/thresholds.md)."""
-    a, b = _name_words(term), _name_words(stored)
+    a, b = name_words(term), name_words(stored)
     if _numbers(a) != _numbers(b):
         return 0.0
     a, b = [w for w in a if w not in LEGAL_FORMS] or a, [w for w in b if w not in LEGAL_FORMS] or b
     return fuzz.token_sort_ratio(" ".join(a), " ".join(b)) / 100
 
 
-def _name_words(text: str) -> list[str]:
-    """A name's casefolded words, punctuation dropped, without `ALIAS_SKIP`'s ("the", "of", ...)."""
+def name_words(text: str) -> list[str]:
+    """A name's casefolded words, punctuation dropped, without `ALIAS_SKIP`'s ("the", "of", ...): the words that tell
+    two names apart."""
     return [w for w in utils.default_process(text).split() if w not in ALIAS_SKIP]
 
 

@@ -25,7 +25,7 @@ from typing import Any, Callable, Iterable, Mapping, NamedTuple, Sequence
 import numpy as np
 from rapidfuzz import fuzz, utils
 
-from ..memory import ALIAS_FORMS, ALIAS_SKIP, alias_form, char_similarity, role_value, stand_in_by
+from ..memory import ALIAS_FORMS, alias_form, char_similarity, name_words, role_value, stand_in_by
 from ..models import unit
 from ..paths import DATA
 from .matching import GRID
@@ -77,7 +77,7 @@ class ScoredPair(NamedTuple):
 
 
 def _words(text: str) -> set[str]:
-    return {w for w in utils.default_process(text).split() if w not in ALIAS_SKIP}
+    return set(name_words(text))
 
 
 def close(a: str, b: str) -> bool:
