@@ -2,7 +2,7 @@
 
 The memory lets a stored name stand in for a query when the encoder's cosine and the role's spelling check agree, or
 when one is an acronym of the other at the cosine `fuzzy.aliases` calibrated (`fuzzy_alias`). That rule keeps alias
-recall low (0.119 of Re-DocRED's held-out aliases), so this tries a logistic regression per role over 12
+recall low (0.110 of Re-DocRED's held-out aliases), so this tries a logistic regression per role over 12
 features of the two strings and their MiniLM cosine (`PAIR_FEATURES`), fit on the dev documents' mention pairs
 (`fuzzy.aliases.load_pairs`: two mention strings of one entity are an alias, two entities of one type with `close`
 strings a negative) in three places (`SETUPS`): "path" beside the spelling check, in place of the alias path, on

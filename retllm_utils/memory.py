@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Mapping, NamedTuple, Sequence
 
@@ -94,13 +95,15 @@ LEGAL_FORMS = frozenset(
 
 def words_similarity(term: str, stored: str) -> float:
     """Organisations: rapidfuzz's token-sort ratio of the names without `ALIAS_SKIP` and `LEGAL_FORMS` words ("the
-    Pfizer company" is "Pfizer"), 0 when their numbers (words with a digit) differ ("Halo" / "Halo 3"). Any other word
-    one has and the other lacks counts against them: among Re-DocRED's mentions most such pairs name two entities
-    ("Brussels Midi" / "Brussels", "Bantu homeland" / "Bantu"; results/thresholds.md)."""
+    Pfizer company" is "Pfizer"); 0 when their numbers (words with a digit) differ ("Halo" / "Halo 3") or when one
+    name's words are some of the other's ("Brussels" / "Brussels Midi", "South Africa" / "South West Africa"): among
+    Re-DocRED's mentions most such pairs name two entities (results/thresholds.md)."""
     a, b = name_words(term), name_words(stored)
     if _numbers(a) != _numbers(b):
         return 0.0
     a, b = [w for w in a if w not in LEGAL_FORMS] or a, [w for w in b if w not in LEGAL_FORMS] or b
+    if Counter(a) < Counter(b) or Counter(b) < Counter(a):  # words as a multiset: "Johnson & Eohnson" is no subset
+        return 0.0
     return fuzz.token_sort_ratio(" ".join(a), " ".join(b)) / 100
 
 

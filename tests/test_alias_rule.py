@@ -93,14 +93,16 @@ def test_learned_rule_keeps_its_false_bound_on_the_calibration_pairs():
 
 def test_committed_trial_stays_within_its_bound_was_not_adopted_and_is_the_readmes_table(committed):
     """experiments/results/alias_rule.json: the rule it was tried against is the memory's (MINILM_THRESHOLDS);
-    beside the spelling check ("path"), its own held-out false stand-ins stay within the bound it was chosen for;
-    no setup passed the adoption test, so the memory's thresholds keep no learned rule; experiments/README.md shows
-    the table `alias_rule.table` makes of the JSON."""
+    every setup's own false stand-ins on the calibration documents stay within the bound it was chosen for (the
+    held-out documents need not: that is what the trial measures); no setup passed the adoption test, so the memory's
+    thresholds keep no learned rule; experiments/README.md shows the table `alias_rule.table` makes of the JSON."""
     assert committed["fuzzy_alias"] == MINILM_THRESHOLDS["fuzzy_alias"]
     assert committed["spelling_check"] == {k: MINILM_THRESHOLDS[k] for k in ("fuzzy", "fuzzy_char")}
     bound = committed["points"][0]
-    held = committed["setups"]["path"]["rows"]["held_out"]["all"][0]
-    assert held["added_false"] <= bound * held["negatives"]
+    for setup in committed["setups"].values():
+        for role in ("subject", "object"):
+            cal = setup["rows"]["calibration"][role][0]
+            assert cal["added_false"] <= bound * cal["negatives"]
     assert committed["adopted"] is False
     assert not any(c["passes"] for st in committed["setups"].values() for c in st["checks"].values())
     assert set(MINILM_THRESHOLDS) == {"tau_entity", "tau_relation", "tau_triple", "fuzzy", "fuzzy_char", "fuzzy_alias"}
