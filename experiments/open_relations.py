@@ -47,7 +47,9 @@ rule's, without the flag the calls' own); `--epochs N` trains N epochs over the 
 epochs against one epoch of notebook 02's recipe at training seeds 0 and 1 (EPOCHS_RUNS; seed 0's one epoch is notebook
 02's adapter); `--neftune ALPHA` trains with NEFTune's noise on the input embeddings, `--neftune-table` prints it
 against notebook 02's recipe without (NEFTUNE_RUNS); `--lora-r R` trains LoRA of rank R (alpha 2R, as notebook 02's
-16 and 32), `--rank-table` prints rank 64 against notebook 02's 16 (RANK_RUNS).
+16 and 32), `--rank-table` prints rank 64 against notebook 02's 16 (RANK_RUNS). `--multi-weight N` gives each trained
+multi-fact statement shape N turns in the training statements' cycle (`RetLLMConfig.multi_weight`), `--multi-table`
+prints two turns against notebook 02's one (MULTI_RUNS).
 """
 
 from __future__ import annotations
@@ -254,7 +256,7 @@ def spread_markdown(
             v: Any = res["passes"][name]
             for k in path:
                 v = v.get(k) if isinstance(v, dict) else None
-            row.append(v)
+            row.append((v["sum"], v["size"]) if isinstance(v, dict) and set(v) == {"sum", "size"} else v)
         values.append((label, row))
     for split in ("test", "paraphrase"):
         row = [_synthetic_statements(res["passes"][name], split) for res, name in runs.values()]
@@ -442,6 +444,35 @@ RANK_MEANS = {
 RANK_ROWS = tuple(row for row in EPOCHS_ROWS if "free answers" not in row[0])  # these runs score no free answers
 
 
+# the multi-fact statement shapes given two turns each in the training statements' cycle (--multi-weight 2) against
+# notebook 02's one, one epoch each, decoded as notebook 03 decodes; rank 16's one-epoch passes at seeds 0 and 1 are the
+# two-epoch runs' (notebook 02's adapter and the seed-1 one-epoch adapter), scored in the same code
+MULTI_RUNS = {
+    "one turn (notebook 02), seed 0": ("open_relations_epochs2", "committed (notebook 02)"),
+    "one turn, seed 1": ("open_relations_epochs2_seed1", "committed (notebook 02)"),
+    "two turns, seed 0": ("open_relations_multi2", "with open relations"),
+    "two turns, seed 1": ("open_relations_multi2_seed1", "with open relations"),
+}
+MULTI_MEANS = {"one turn": list(MULTI_RUNS)[:2], "two turns": list(MULTI_RUNS)[2:]}
+MULTI_ROWS = (
+    *EPOCHS_ROWS,
+    *(
+        (f"{split} split: {shape} statements, the turn's writes exact", [split, "stored_exact_by_phrasing", shape])
+        for split, shape in (
+            ("test", "coordinated"),
+            ("test", "gapping"),
+            ("test", "relative_two"),
+            ("paraphrase", "respectively"),
+        )
+    ),
+)
+
+
+def multi_table() -> str:
+    """experiments/README.md's table of two turns per multi-fact shape against notebook 02's one over two seeds."""
+    return spread_markdown(_saved(MULTI_RUNS), MULTI_MEANS, MULTI_ROWS)
+
+
 def rank_table() -> str:
     """experiments/README.md's table of LoRA rank 64 against notebook 02's 16 over three seeds, from the JSONs."""
     return spread_markdown(_saved(RANK_RUNS), RANK_MEANS, RANK_ROWS)
@@ -559,6 +590,13 @@ def main() -> None:
         "default: the profile's 0.4); built in memory, the evaluation splits unchanged",
     )
     ap.add_argument(
+        "--multi-weight",
+        type=int,
+        default=None,
+        help="turns of each multi-fact shape in the wide build's cycle of training statement shapes "
+        "(`RetLLMConfig.multi_weight`; default: the profile's 1); built in memory, the evaluation splits unchanged",
+    )
+    ap.add_argument(
         "--notebook-03",
         action="store_true",
         help="decode as notebook 03's RET-LLM rows do: a write's relation one of the five names or the user's words, "
@@ -622,6 +660,7 @@ def main() -> None:
     ap.add_argument("--epochs-table", action="store_true", help="print two epochs against one from the JSONs")
     ap.add_argument("--neftune-table", action="store_true", help="print NEFTune against without from the JSONs")
     ap.add_argument("--rank-table", action="store_true", help="print LoRA rank 64 against 16 from the JSONs")
+    ap.add_argument("--multi-table", action="store_true", help="print two turns per multi-fact shape against one")
     a = ap.parse_args()
     tables = {
         "seeds_table": seeds_table,
@@ -634,6 +673,7 @@ def main() -> None:
         "epochs_table": epochs_table,
         "neftune_table": neftune_table,
         "rank_table": rank_table,
+        "multi_table": multi_table,
     }
     for flag, table in tables.items():
         if getattr(a, flag):
@@ -663,7 +703,8 @@ def main() -> None:
     dd = load_synthetic("cpu", a.seed, "wide")
     if a.notebook_03:
         a.copy_relations, a.five_relations, a.read_relation_likely = True, True, True
-    given = {k: v for k, v in (("n_train", a.n_train), ("train_write_frac", a.train_write_frac)) if v is not None}
+    knobs = (("n_train", a.n_train), ("train_write_frac", a.train_write_frac), ("multi_weight", a.multi_weight))
+    given = {k: v for k, v in knobs if v is not None}
     if given or a.train_questions != "drawn":  # other training rows; every evaluation split as built
         from retllm_utils.retllm.synthetic import make_dataset
 
@@ -690,6 +731,7 @@ def main() -> None:
         "n_train": a.n_train,
         "train_questions": a.train_questions,
         "train_write_frac": a.train_write_frac,
+        "multi_weight": a.multi_weight,
         **epochs,
         "neftune_noise_alpha": a.neftune,
     }
@@ -736,6 +778,7 @@ def main() -> None:
         "n_train": a.n_train,
         "train_questions": a.train_questions,
         "train_write_frac": a.train_write_frac,
+        "multi_weight": a.multi_weight,
         "notebook_03": a.notebook_03,
         "facts_in_order": a.facts_in_order,
         "either_role": a.either_role,

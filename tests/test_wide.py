@@ -353,6 +353,32 @@ def test_train_write_frac_sets_the_training_statements_alone():
         _config(train_write_frac=1.5)
 
 
+def test_multi_weight_gives_multi_fact_shapes_more_training_statements_alone():
+    """multi_weight=2: each trained multi-fact shape takes two turns in the training statements' cycle, its rows still
+    parse back to every fact in sentence order, and the evaluation splits stay the default build's, row for row."""
+    sizes = dict(n_train=600, n_val=40, n_test=60, n_paraphrase=24, n_new_relations=4)
+    one, two = (make_dataset(_config(**sizes, multi_weight=w)) for w in (1, 2))
+    for split in ("validation", "test", "paraphrase", "new_relations"):
+        assert one[split].to_list() == two[split].to_list(), split
+    assert one["train"].to_list() == make_dataset(_config(**sizes))["train"].to_list()  # 1 is the default build
+
+    def statement_shapes(ds):
+        return Counter(r["phrasing"] for r in ds if r["kind"] == "write")
+
+    a, b = statement_shapes(one["train"]), statement_shapes(two["train"])
+    assert sum(a.values()) == sum(b.values())
+    for shape in ("coordinated", "gapping", "relative_two"):
+        assert b[shape] >= 1.4 * a[shape], (shape, a[shape], b[shape])  # 2 turns in 18, not 1 in 15: 1.67
+    assert b["verb"] < a["verb"] and b["respectively"] == a["respectively"] == 0  # held out stays held out
+    for r in two["train"]:
+        if r["kind"] == "write" and r["phrasing"] in wide.MULTI_SHAPES:
+            assert [list(t) for c in parse_retllm(r["api"]) for t in c.triples] == r["triples"]
+            at = [r["user"].index(t[0]) for t in r["triples"]]
+            assert len(at) >= 2 and at == sorted(at), r["user"]
+    with pytest.raises(ValueError, match="multi_weight"):
+        _config(multi_weight=0)
+
+
 def test_open_rows_join_training_only_and_the_held_out_open_relations_only_evaluation():
     """open_rows adds rows over trained-on open relations to the train split and changes no other row; the
     open_relations split states and asks only the held-out ones."""

@@ -60,6 +60,9 @@ class RetLLMConfig(TrainConfig):
     # query type and relation said least so far (`wide.VerbBalance`), so each verb gets its share (evaluation splits:
     # drawn)
     train_questions: str = checked(one_of("drawn", "balanced"), "drawn")
+    # wide: how many turns each trained multi-fact shape (coordinated, gapping, relative_two) takes in the train split's
+    # cycle of statement shapes, every other shape one (evaluation splits: one each)
+    multi_weight: int = checked(POSITIVE_INT, 1)
     # notebook 02: training (`TrainConfig`: lr, epochs, batch_size, LoRA ...) and validation examples scored
     eval_n: int = checked(POSITIVE_INT, 60)
     # notebook 03: test examples, of them in the ablation passes, tokens per turn
@@ -79,6 +82,7 @@ WIDE_FIELDS = (
     "open_rows",
     "n_open_test",
     "train_questions",
+    "multi_weight",
 )
 
 _TRAINING = dict(lr=1e-3, lora_r=16, lora_alpha=32, lora_dropout=0.05, max_length=384)

@@ -32,6 +32,7 @@ What it adds (RET-LLM is a general write-read memory, §1, §3; the paper trains
 
 Training questions draw their template at random within their shape; `train_questions="balanced"` gives each of a
 relation's verbs its share instead (`VerbBalance`; measured in experiments/README.md, not adopted: it cost answers).
+`multi_weight` gives the train split's multi-fact statement shapes that many turns each in its cycle of shapes.
 
 Splits: SPLITS. `write_frac` (the train split: `train_write_frac`) and `no_match_frac` apply to the synthetic rows;
 the Re-DocRED rows are writes on top (cpu: 150 of the first 1,500 train rows; with 40% of the other 1,350, 690 are
@@ -80,15 +81,19 @@ _READ_BASES = ("template", "who", "which", "what", "imperative")
 _FALLBACK = {False: "verb", True: "new_verb"}
 
 
-def shape_plan(rng: random.Random, slots: Sequence[tuple[str, str, bool]], held_out: bool) -> list[str]:
+def shape_plan(
+    rng: random.Random, slots: Sequence[tuple[str, str, bool]], held_out: bool, multi_weight: int = 1
+) -> list[str]:
     """Each slot's shape: the shapes of its kind and query type (trained-on or held-out) cycled from a random start,
-    so every (type, shape) gets about the same number of rows."""
+    so every (type, shape) gets about the same number of rows; `multi_weight` turns for each multi-fact shape, whose
+    statements are the hardest to write whole."""
     start: dict[str, int] = {}
     seen: dict[str, int] = {}
     out = []
     for qtype, _, _ in slots:
         kind = "write" if qtype == "write" else "read"
-        cycle = (held_out_shapes if held_out else training_shapes)(kind, qtype)
+        shapes = (held_out_shapes if held_out else training_shapes)(kind, qtype)
+        cycle = [s for s in shapes for _ in range(multi_weight if s in MULTI_SHAPES else 1)]
         if qtype not in start:
             start[qtype] = rng.randrange(len(cycle))
         out.append(cycle[(start[qtype] + seen.get(qtype, 0)) % len(cycle)])
@@ -376,7 +381,8 @@ def make_rows(
         at = set(rng.sample(range(n), len(picked)))
         share = c.train_write_frac if split == "train" else c.write_frac
         syn_slots = slots(rng, n - len(picked), share, c.no_match_frac)
-        plan = iter(zip(syn_slots, shape_plan(rng, syn_slots, held_out=split == "paraphrase")))
+        weight = c.multi_weight if split == "train" else 1
+        plan = iter(zip(syn_slots, shape_plan(rng, syn_slots, held_out=split == "paraphrase", multi_weight=weight)))
         stated = iter(picked)
         pick = VerbBalance(rng) if split == "train" and c.train_questions == "balanced" else None
         rows = []
