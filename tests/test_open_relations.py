@@ -112,6 +112,7 @@ def test_the_readme_table_is_the_committed_results():
     assert mod.epochs_table() in readme  # two training epochs against notebook 02's one
     assert mod.neftune_table() in readme  # NEFTune against notebook 02's recipe, two seeds
     assert mod.rank_table() in readme  # LoRA rank 64 against notebook 02's 16, three seeds
+    assert mod.multi_table() in readme  # two turns per multi-fact shape against notebook 02's one, two seeds
 
 
 def test_more_relations_add_predicates_but_never_a_held_out_one():

@@ -32,7 +32,8 @@ What it adds (RET-LLM is a general write-read memory, §1, §3; the paper trains
 
 Training questions draw their template at random within their shape; `train_questions="balanced"` gives each of a
 relation's verbs its share instead (`VerbBalance`; measured in experiments/README.md, not adopted: it cost answers).
-`multi_weight` gives the train split's multi-fact statement shapes that many turns each in its cycle of shapes.
+`multi_weight` gives the train split's multi-fact statement shapes that many turns each in its cycle of shapes
+(measured in experiments/README.md, not adopted: two turns wrote them whole no more often and cost other statements).
 
 Splits: SPLITS. `write_frac` (the train split: `train_write_frac`) and `no_match_frac` apply to the synthetic rows;
 the Re-DocRED rows are writes on top (cpu: 150 of the first 1,500 train rows; with 40% of the other 1,350, 690 are
