@@ -445,8 +445,9 @@ RANK_ROWS = tuple(row for row in EPOCHS_ROWS if "free answers" not in row[0])  #
 
 
 # the multi-fact statement shapes given two turns each in the training statements' cycle (--multi-weight 2) against
-# notebook 02's one, one epoch each, decoded as notebook 03 decodes; rank 16's one-epoch passes at seeds 0 and 1 are the
-# two-epoch runs' (notebook 02's adapter and the seed-1 one-epoch adapter), scored in the same code
+# notebook 02's one, one epoch each, decoded as notebook 03 decodes; the one-turn passes at seeds 0 and 1 are the
+# two-epoch runs' one-epoch passes (notebook 02's adapter and the seed-1 one-epoch adapter), scored with the same flags
+# before the organisations' spelling check changed (notebook 03's passes scored the same after it)
 MULTI_RUNS = {
     "one turn (notebook 02), seed 0": ("open_relations_epochs2", "committed (notebook 02)"),
     "one turn, seed 1": ("open_relations_epochs2_seed1", "committed (notebook 02)"),
@@ -593,7 +594,7 @@ def main() -> None:
         "--multi-weight",
         type=int,
         default=None,
-        help="turns of each multi-fact shape in the wide build's cycle of training statement shapes "
+        help="turns of each trained multi-fact shape in the wide build's cycle of training statement shapes "
         "(`RetLLMConfig.multi_weight`; default: the profile's 1); built in memory, the evaluation splits unchanged",
     )
     ap.add_argument(

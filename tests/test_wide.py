@@ -368,7 +368,7 @@ def test_multi_weight_gives_multi_fact_shapes_more_training_statements_alone():
     a, b = statement_shapes(one["train"]), statement_shapes(two["train"])
     assert sum(a.values()) == sum(b.values())
     for shape in ("coordinated", "gapping", "relative_two"):
-        assert b[shape] >= 1.4 * a[shape], (shape, a[shape], b[shape])  # 2 turns in 18, not 1 in 15: 1.67
+        assert b[shape] >= 1.4 * a[shape], (shape, a[shape], b[shape])  # 2 turns in 17, not 1 in 14: 1.65
     assert b["verb"] < a["verb"] and b["respectively"] == a["respectively"] == 0  # held out stays held out
     for r in two["train"]:
         if r["kind"] == "write" and r["phrasing"] in wide.MULTI_SHAPES:

@@ -87,7 +87,7 @@ def shape_plan(
 ) -> list[str]:
     """Each slot's shape: the shapes of its kind and query type (trained-on or held-out) cycled from a random start,
     so every (type, shape) gets about the same number of rows; `multi_weight` turns for each multi-fact shape, whose
-    statements are the hardest to write whole."""
+    statements are often written in part."""
     start: dict[str, int] = {}
     seen: dict[str, int] = {}
     out = []
