@@ -445,9 +445,10 @@ RANK_ROWS = tuple(row for row in EPOCHS_ROWS if "free answers" not in row[0])  #
 
 
 # the multi-fact statement shapes given two turns each in the training statements' cycle (--multi-weight 2) against
-# notebook 02's one, one epoch each, decoded as notebook 03 decodes; the one-turn passes at seeds 0 and 1 are the
-# two-epoch runs' one-epoch passes (notebook 02's adapter and the seed-1 one-epoch adapter), scored with the same flags
-# before the organisations' spelling check changed (notebook 03's passes scored the same after it)
+# notebook 02's one, one epoch each, decoded with notebook 03's controller rules on xllamacpp; the one-turn passes at
+# seeds 0 and 1 are the two-epoch runs' one-epoch passes (notebook 02's adapter and the seed-1 one-epoch adapter),
+# scored with the same flags before the organisations' spelling check changed twice and its threshold from 0.77 to
+# 0.78 (notebook 03's passes scored the same after each change)
 MULTI_RUNS = {
     "one turn (notebook 02), seed 0": ("open_relations_epochs2", "committed (notebook 02)"),
     "one turn, seed 1": ("open_relations_epochs2_seed1", "committed (notebook 02)"),
