@@ -49,7 +49,9 @@ epochs against one epoch of notebook 02's recipe at training seeds 0 and 1 (EPOC
 against notebook 02's recipe without (NEFTUNE_RUNS); `--lora-r R` trains LoRA of rank R (alpha 2R, as notebook 02's
 16 and 32), `--rank-table` prints rank 64 against notebook 02's 16 (RANK_RUNS). `--multi-weight N` gives each trained
 multi-fact statement shape N turns in the training statements' cycle (`RetLLMConfig.multi_weight`), `--multi-table`
-prints two turns against notebook 02's one (MULTI_RUNS).
+prints two turns against notebook 02's one (MULTI_RUNS). `--soup A B` trains nothing: the adapter at `--adapter-out`
+is the mean of A's and B's weight updates (`make_soup`), scored as a trained one; `--soup-table` prints the soups
+against their members (SOUP_RUNS).
 """
 
 from __future__ import annotations
@@ -81,6 +83,39 @@ def _scores(df: Any) -> dict[str, Any]:
     return {
         q: {k: (None if v != v else float(v)) for k, v in r.items() if k in keep}
         for q, r in t.round(6).to_dict(orient="index").items()
+    }
+
+
+def make_soup(members: list[Path], out: Path, base: Any = None) -> dict[str, Any]:
+    """The members' mean weight update as one LoRA (peft's `add_weighted_adapter`, "cat": its rank the sum of
+    theirs), so one model decodes what several training seeds learned at one model's cost; their records beside.
+    `base`: the model the members adapt (default: the bundled SmolLM2)."""
+    from peft import PeftModel
+
+    from retllm_utils.models import load_model
+    from retllm_utils.paths import ROOT
+
+    if not (out / "adapter_model.safetensors").is_file():
+        base = base if base is not None else load_model()[0]
+        names = [f"seed_member_{i}" for i in range(len(members))]
+        model = PeftModel.from_pretrained(base, str(members[0]), adapter_name=names[0])
+        for name, member in zip(names[1:], members[1:]):
+            model.load_adapter(str(member), adapter_name=name)
+        model.add_weighted_adapter(names, [1 / len(names)] * len(names), "soup", combination_type="cat")
+        for name in names:
+            model.delete_adapter(name)
+        model.save_pretrained(str(out), selected_adapters=["soup"])  # a named adapter lands in out/soup
+        for f in (out / "soup").iterdir():
+            f.replace(out / f.name)
+        (out / "soup").rmdir()
+    metas = [json.loads((m / "train_meta.json").read_text()) for m in members]
+    return {
+        "soup": [str(m.relative_to(ROOT)) if m.is_relative_to(ROOT) else str(m) for m in members],
+        "train_seconds": sum(m["train_seconds"] for m in metas),
+        "steps": sum(m["steps"] for m in metas),
+        "tokens_per_epoch": metas[0].get("tokens_per_epoch"),
+        "examples": metas[0].get("examples"),
+        "members": [{k: m.get(k) for k in ("seed", "train_seconds", "steps", "tokens_per_epoch")} for m in metas],
     }
 
 
@@ -475,6 +510,28 @@ def multi_table() -> str:
     return spread_markdown(_saved(MULTI_RUNS), MULTI_MEANS, MULTI_ROWS)
 
 
+# two training seeds' weight updates averaged into one adapter (--soup) against each seed alone, for notebook 02's
+# recipe and for two turns per multi-fact shape, decoded with notebook 03's controller rules on xllamacpp; every pass
+# of notebook 02's recipe scored in this session's runs (the memory's current spelling check)
+SOUP_RUNS = {
+    "one turn (notebook 02), seed 0": ("open_relations_soup", "committed (notebook 02)"),
+    "one turn, seed 1": ("open_relations_soup_seed1", "with open relations"),
+    "one turn, soup of seeds 0 and 1": ("open_relations_soup", "with open relations"),
+    "two turns, seed 0": ("open_relations_multi2", "with open relations"),
+    "two turns, seed 1": ("open_relations_multi2_seed1", "with open relations"),
+    "two turns, soup of seeds 0 and 1": ("open_relations_multi2_soup", "with open relations"),
+}
+SOUP_MEANS = {
+    "one turn, seeds": list(SOUP_RUNS)[:2],
+    "two turns, seeds": list(SOUP_RUNS)[3:5],
+}
+
+
+def soup_table() -> str:
+    """experiments/README.md's table of two seeds' updates averaged against each seed alone, two recipes."""
+    return spread_markdown(_saved(SOUP_RUNS), SOUP_MEANS, MULTI_ROWS)
+
+
 def rank_table() -> str:
     """experiments/README.md's table of LoRA rank 64 against notebook 02's 16 over three seeds, from the JSONs."""
     return spread_markdown(_saved(RANK_RUNS), RANK_MEANS, RANK_ROWS)
@@ -645,6 +702,13 @@ def main() -> None:
         default=None,
         help="LoRA rank, its alpha twice the rank as in notebook 02's 16 and 32 (default: the cpu profile's 16)",
     )
+    ap.add_argument(
+        "--soup",
+        nargs="+",
+        default=None,
+        help="no training: the adapter at --adapter-out is the mean weight update of these adapters (training seeds "
+        "of one recipe), built once (`make_soup`)",
+    )
     ap.add_argument("--out", default="open_relations")
     ap.add_argument("--seeds-table", action="store_true", help="print the seeds table from the saved JSONs, and stop")
     ap.add_argument("--more-table", action="store_true", help="print 22 against 48 relations from the JSONs, and stop")
@@ -663,6 +727,7 @@ def main() -> None:
     ap.add_argument("--neftune-table", action="store_true", help="print NEFTune against without from the JSONs")
     ap.add_argument("--rank-table", action="store_true", help="print LoRA rank 64 against 16 from the JSONs")
     ap.add_argument("--multi-table", action="store_true", help="print two turns per multi-fact shape against one")
+    ap.add_argument("--soup-table", action="store_true", help="print two seeds' updates averaged against each alone")
     a = ap.parse_args()
     tables = {
         "seeds_table": seeds_table,
@@ -676,6 +741,7 @@ def main() -> None:
         "neftune_table": neftune_table,
         "rank_table": rank_table,
         "multi_table": multi_table,
+        "soup_table": soup_table,
     }
     for flag, table in tables.items():
         if getattr(a, flag):
@@ -741,10 +807,21 @@ def main() -> None:
     saved = out_dir / "train_meta.json"
     retrain = saved.is_file() and json.loads(saved.read_text()).get("neftune_noise_alpha") != a.neftune
     sft = {} if a.neftune is None else {"neftune_noise_alpha": a.neftune}
-    meta = train_or_reuse(
-        out_dir, train_ds, config, model_id="smollm2-135m-instruct", tokenizer=tok, info=info, retrain=retrain, **sft
-    ).meta
-    print(f"trained {meta['train_seconds'] / 60:.1f} min, {meta['steps']} steps, {meta.get('tokens_per_epoch')} tokens")
+    if a.soup:
+        meta = make_soup([ROOT / m for m in a.soup], out_dir)
+    else:
+        meta = train_or_reuse(
+            out_dir,
+            train_ds,
+            config,
+            model_id="smollm2-135m-instruct",
+            tokenizer=tok,
+            info=info,
+            retrain=retrain,
+            **sft,
+        ).meta
+    made = f"a soup of {len(a.soup)} adapters, trained" if a.soup else "trained"
+    print(f"{made} {meta['train_seconds'] / 60:.1f} min, {meta['steps']} steps, {meta.get('tokens_per_epoch')} tokens")
     if a.train_only:
         return
 
@@ -793,7 +870,9 @@ def main() -> None:
         "data_seed": a.seed,
         "train_seed": train_seed,
         "held_out": list(op.HELD_OUT),
-        "train": {k: meta.get(k) for k in ("train_seconds", "steps", "tokens_per_epoch", "examples")},
+        "train": {
+            k: meta.get(k) for k in ("train_seconds", "steps", "tokens_per_epoch", "examples", "soup", "members")
+        },
         "passes": {},
     }
     save = lambda: save_result(a.out, {**result, "machine": machine()}, RESULTS)  # noqa: E731

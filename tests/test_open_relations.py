@@ -113,6 +113,7 @@ def test_the_readme_table_is_the_committed_results():
     assert mod.neftune_table() in readme  # NEFTune against notebook 02's recipe, two seeds
     assert mod.rank_table() in readme  # LoRA rank 64 against notebook 02's 16, three seeds
     assert mod.multi_table() in readme  # two turns per multi-fact shape against notebook 02's one, two seeds
+    assert mod.soup_table() in readme  # two seeds' weight updates averaged against each seed, two recipes
 
 
 def test_more_relations_add_predicates_but_never_a_held_out_one():
@@ -130,3 +131,44 @@ def test_more_relations_add_predicates_but_never_a_held_out_one():
     assert op.rows(50, PEOPLE, held_out=False, seed=0) != op.rows(50, PEOPLE, held_out=False, seed=0, more=True)
     for r in op.MORE_RELATIONS:
         assert "Ann Park" in op.question(("Ann Park", r.predicate, "x"))
+
+
+def test_a_soup_adapter_is_the_mean_of_its_members_weight_updates(tmp_path):
+    import copy
+    import importlib.util
+    import json
+
+    import torch
+    from peft import LoraConfig, PeftModel, get_peft_model
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from retllm_utils.paths import ROOT
+
+    spec = importlib.util.spec_from_file_location(
+        "open_relations_experiment", ROOT / "experiments" / "open_relations.py"
+    )
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    cfg = LlamaConfig(vocab_size=32, hidden_size=16, intermediate_size=32, num_hidden_layers=1, num_attention_heads=2)
+    torch.manual_seed(0)
+    base = LlamaForCausalLM(cfg)
+    members, deltas = [], []
+    for seed in (0, 1):
+        torch.manual_seed(seed)
+        m = get_peft_model(LlamaForCausalLM(cfg), LoraConfig(r=2, lora_alpha=4, target_modules=["q_proj"]))
+        m.base_model.model.load_state_dict(base.state_dict(), strict=False)
+        layer = m.base_model.model.model.layers[0].self_attn.q_proj
+        torch.nn.init.normal_(layer.lora_B["default"].weight)  # peft starts B at zero: give each member an update
+        deltas.append(layer.get_delta_weight("default").detach().clone())
+        m.save_pretrained(tmp_path / f"m{seed}")
+        (tmp_path / f"m{seed}" / "train_meta.json").write_text(
+            json.dumps({"seed": seed, "train_seconds": 1, "steps": 2})
+        )
+        members.append(tmp_path / f"m{seed}")
+    meta = mod.make_soup(members, tmp_path / "soup", base=copy.deepcopy(base))  # make_soup adds LoRA layers to it
+    assert meta["steps"] == 4 and [m["seed"] for m in meta["members"]] == [0, 1]
+    soup = PeftModel.from_pretrained(base, str(tmp_path / "soup"))
+    got = soup.base_model.model.model.layers[0].self_attn.q_proj.get_delta_weight("default")
+    assert soup.peft_config["default"].r == 4
+    torch.testing.assert_close(got, (deltas[0] + deltas[1]) / 2)
+    assert not torch.allclose(deltas[0], deltas[1])
