@@ -88,7 +88,8 @@ def _scores(df: Any) -> dict[str, Any]:
 
 def make_soup(members: list[Path], out: Path, base: Any = None) -> dict[str, Any]:
     """The members' mean weight update as one LoRA (peft's `add_weighted_adapter`, "cat": its rank the sum of
-    theirs), so one model decodes what several training seeds learned at one model's cost; their records beside.
+    theirs), so one model decodes the mean of several training seeds' updates at one model's cost; their records
+    beside.
     `base`: the model the members adapt (default: the bundled SmolLM2)."""
     from peft import PeftModel
 
@@ -512,7 +513,7 @@ def multi_table() -> str:
 
 # two training seeds' weight updates averaged into one adapter (--soup) against each seed alone, for notebook 02's
 # recipe and for two turns per multi-fact shape, decoded with notebook 03's controller rules on xllamacpp; every pass
-# of notebook 02's recipe scored in this session's runs (the memory's current spelling check)
+# scored with the memory's current spelling check (the two-turn seeds' passes after its last change, the others since)
 SOUP_RUNS = {
     "one turn (notebook 02), seed 0": ("open_relations_soup", "committed (notebook 02)"),
     "one turn, seed 1": ("open_relations_soup_seed1", "with open relations"),
