@@ -511,9 +511,10 @@ def multi_table() -> str:
     return spread_markdown(_saved(MULTI_RUNS), MULTI_MEANS, MULTI_ROWS)
 
 
-# two training seeds' weight updates averaged into one adapter (--soup) against each seed alone, for notebook 02's
-# recipe and for two turns per multi-fact shape, decoded with notebook 03's controller rules on xllamacpp; every pass
-# scored with the memory's current spelling check (the two-turn seeds' passes after its last change, the others since)
+# training seeds' weight updates averaged into one adapter (--soup) against each seed alone: two seeds of notebook 02's
+# recipe and of two turns per multi-fact shape, and three of notebook 02's recipe, decoded with notebook 03's controller
+# rules on xllamacpp; every pass scored with the memory's current spelling check (the two-turn seeds' passes after its
+# last change, the others since)
 SOUP_RUNS = {
     "one turn (notebook 02), seed 0": ("open_relations_soup", "committed (notebook 02)"),
     "one turn, seed 1": ("open_relations_soup_seed1", "with open relations"),
@@ -521,10 +522,13 @@ SOUP_RUNS = {
     "two turns, seed 0": ("open_relations_multi2", "with open relations"),
     "two turns, seed 1": ("open_relations_multi2_seed1", "with open relations"),
     "two turns, soup of seeds 0 and 1": ("open_relations_multi2_soup", "with open relations"),
+    "one turn, seed 2": ("open_relations_soup_seed2", "with open relations"),
+    "one turn, soup of seeds 0, 1 and 2": ("open_relations_soup3", "with open relations"),
 }
 SOUP_MEANS = {
-    "one turn, seeds": list(SOUP_RUNS)[:2],
+    "one turn, seeds 0 and 1": list(SOUP_RUNS)[:2],
     "two turns, seeds": list(SOUP_RUNS)[3:5],
+    "one turn, seeds 0, 1 and 2": [*list(SOUP_RUNS)[:2], "one turn, seed 2"],
 }
 
 
