@@ -527,7 +527,7 @@ SOUP_RUNS = {
 }
 SOUP_MEANS = {
     "one turn, seeds 0 and 1": list(SOUP_RUNS)[:2],
-    "two turns, seeds": list(SOUP_RUNS)[3:5],
+    "two turns, seeds 0 and 1": list(SOUP_RUNS)[3:5],
     "one turn, seeds 0, 1 and 2": [*list(SOUP_RUNS)[:2], "one turn, seed 2"],
 }
 
