@@ -49,8 +49,8 @@ epochs against one epoch of notebook 02's recipe at training seeds 0 and 1 (EPOC
 against notebook 02's recipe without (NEFTUNE_RUNS); `--lora-r R` trains LoRA of rank R (alpha 2R, as notebook 02's
 16 and 32), `--rank-table` prints rank 64 against notebook 02's 16 (RANK_RUNS). `--multi-weight N` gives each trained
 multi-fact statement shape N turns in the training statements' cycle (`RetLLMConfig.multi_weight`), `--multi-table`
-prints two turns against notebook 02's one (MULTI_RUNS). `--soup A B` trains nothing: the adapter at `--adapter-out`
-is the mean of A's and B's weight updates (`make_soup`), scored as a trained one; `--soup-table` prints the soups
+prints two turns against notebook 02's one (MULTI_RUNS). `--soup A B ...` trains nothing: the adapter at `--adapter-out`
+is the mean of the adapters' weight updates (`make_soup`), scored as a trained one; `--soup-table` prints the soups
 against their members (SOUP_RUNS).
 """
 
@@ -533,7 +533,7 @@ SOUP_MEANS = {
 
 
 def soup_table() -> str:
-    """experiments/README.md's table of two seeds' updates averaged against each seed alone, two recipes."""
+    """experiments/README.md's table of seeds' updates averaged against each seed alone (SOUP_RUNS)."""
     return spread_markdown(_saved(SOUP_RUNS), SOUP_MEANS, MULTI_ROWS)
 
 
@@ -732,7 +732,7 @@ def main() -> None:
     ap.add_argument("--neftune-table", action="store_true", help="print NEFTune against without from the JSONs")
     ap.add_argument("--rank-table", action="store_true", help="print LoRA rank 64 against 16 from the JSONs")
     ap.add_argument("--multi-table", action="store_true", help="print two turns per multi-fact shape against one")
-    ap.add_argument("--soup-table", action="store_true", help="print two seeds' updates averaged against each alone")
+    ap.add_argument("--soup-table", action="store_true", help="print seeds' updates averaged against each seed alone")
     a = ap.parse_args()
     tables = {
         "seeds_table": seeds_table,
