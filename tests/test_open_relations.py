@@ -89,9 +89,9 @@ def test_read_back_uses_the_relation_question_over_prefilled_facts():
     assert summarize_new_relations(df).loc["all", "writes_all"] == 0.0
 
 
-def test_the_readme_table_is_the_committed_results():
+def _experiment():
+    """experiments/open_relations.py as a module (experiments/ is not a package)."""
     import importlib.util
-    import json
 
     from retllm_utils.paths import ROOT
 
@@ -100,6 +100,15 @@ def test_the_readme_table_is_the_committed_results():
     )
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
+    return mod
+
+
+def test_the_readme_table_is_the_committed_results():
+    import json
+
+    from retllm_utils.paths import ROOT
+
+    mod = _experiment()
     readme = (ROOT / "experiments" / "README.md").read_text()
     for name in ("open_relations", "open_relations_180"):
         result = json.loads((ROOT / "experiments" / "results" / f"{name}.json").read_text())
@@ -135,20 +144,13 @@ def test_more_relations_add_predicates_but_never_a_held_out_one():
 
 def test_a_soup_adapter_is_the_mean_of_its_members_weight_updates(tmp_path):
     import copy
-    import importlib.util
     import json
 
     import torch
     from peft import LoraConfig, PeftModel, get_peft_model
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    from retllm_utils.paths import ROOT
-
-    spec = importlib.util.spec_from_file_location(
-        "open_relations_experiment", ROOT / "experiments" / "open_relations.py"
-    )
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = _experiment()
     cfg = LlamaConfig(vocab_size=32, hidden_size=16, intermediate_size=32, num_hidden_layers=1, num_attention_heads=2)
     torch.manual_seed(0)
     base = LlamaForCausalLM(cfg)
