@@ -43,15 +43,17 @@ builds with more training questions (QUESTION_RUNS); `--facts-in-order` has an a
 reply's order, none skipped (the model chooses where to stop); `--order-table` prints it against the model's order
 (ORDER_RUNS). `--coordinated-writes` writes a name listed with a written one as the list's written names are, as
 notebooks 03 and 09 do (the test and paraphrase passes also save `stored_exact_by_phrasing`, the turn's writes with the
-rule's, without the flag the calls' own); `--epochs N` trains N epochs over the same rows; `--epochs-table` prints two
-epochs against one epoch of notebook 02's recipe at training seeds 0 and 1 (EPOCHS_RUNS; seed 0's one epoch is notebook
-02's adapter); `--neftune ALPHA` trains with NEFTune's noise on the input embeddings, `--neftune-table` prints it
-against notebook 02's recipe without (NEFTUNE_RUNS); `--lora-r R` trains LoRA of rank R (alpha 2R, as notebook 02's
-16 and 32), `--rank-table` prints rank 64 against notebook 02's 16 (RANK_RUNS). `--multi-weight N` gives each trained
-multi-fact statement shape N turns in the training statements' cycle (`RetLLMConfig.multi_weight`), `--multi-table`
-prints two turns against notebook 02's one (MULTI_RUNS). `--soup A B ...` trains nothing: the adapter at `--adapter-out`
-is the mean of the adapters' weight updates (`make_soup`), scored as a trained one; `--soup-table` prints the soups
-against their members (SOUP_RUNS).
+rule's, without the flag the calls' own); `--named-writes` then writes a name the statement says and no write holds as
+its likeliest call with one of the five names and a written term, as notebooks 03 and 09 do (the passes save
+`rule_write_list`: each rule write, its rule and whether it is gold); `--epochs N` trains N epochs over the same rows;
+`--epochs-table` prints two epochs against one epoch of notebook 02's recipe at training seeds 0 and 1 (EPOCHS_RUNS;
+seed 0's one epoch is notebook 02's adapter); `--neftune ALPHA` trains with NEFTune's noise on the input embeddings,
+`--neftune-table` prints it against notebook 02's recipe without (NEFTUNE_RUNS); `--lora-r R` trains LoRA of rank R
+(alpha 2R, as notebook 02's 16 and 32), `--rank-table` prints rank 64 against notebook 02's 16 (RANK_RUNS).
+`--multi-weight N` gives each trained multi-fact statement shape N turns in the training statements' cycle
+(`RetLLMConfig.multi_weight`), `--multi-table` prints two turns against notebook 02's one (MULTI_RUNS). `--soup A B ...`
+trains nothing: the adapter at `--adapter-out` is the mean of the adapters' weight updates (`make_soup`), scored as a
+trained one; `--soup-table` prints the soups against their members (SOUP_RUNS).
 """
 
 from __future__ import annotations
@@ -691,6 +693,13 @@ def main() -> None:
         "are (`RetLLMController(coordinated_writes=True)`): notebooks 03 and 09 decode so",
     )
     ap.add_argument(
+        "--named-writes",
+        action="store_true",
+        help="then, when every write of the turn has one of the five names, a name of two or more capitalised words "
+        "that the statement says and no write holds is written as its likeliest call with one of those names and "
+        "one of the turn's written terms (`RetLLMController(named_writes=True)`): notebooks 03 and 09 decode so",
+    )
+    ap.add_argument(
         "--epochs", type=int, default=None, help="training epochs over the same rows (default: the cpu profile's 1)"
     )
     ap.add_argument(
@@ -868,6 +877,7 @@ def main() -> None:
         "either_role": a.either_role,
         "read_names_from_user": a.read_names_from_user,
         "coordinated_writes": a.coordinated_writes,
+        "named_writes": a.named_writes,
         "epochs": config.epochs,
         "neftune_noise_alpha": a.neftune,
         "lora_r": config.lora_r,
@@ -891,6 +901,7 @@ def main() -> None:
         "either_role": a.either_role,
         "read_names_from_user": a.read_names_from_user,
         "coordinated_writes": a.coordinated_writes,
+        "named_writes": a.named_writes,
     }
     if a.copy_relations:  # the five relations' names and (without --five-relations) all of Re-DocRED's
         common["relation_names"] = relation_vocabulary(redocred=not a.five_relations)
@@ -937,6 +948,7 @@ def main() -> None:
                 )
                 writes = df[df["kind"] == "write"]
                 said = {r["id"]: (r["user"], r["answer"]) for r in dd[split]}
+                rows_by_id = {r["id"]: r for r in dd[split]}
                 missed = df[(df["kind"] == "read") & ~df["facts_ok"].astype(bool)]
                 res[split] = {
                     "seconds": time.perf_counter() - t0,
@@ -949,6 +961,13 @@ def main() -> None:
                     .agg(["sum", "size"])
                     .to_dict("index"),
                     "rule_writes": int(writes["rule_writes"].map(len).sum()),
+                    # each write a controller rule added: which rule, the triple, whether it is a gold fact
+                    "rule_write_list": [
+                        {"id": i, "phrasing": p, "rule": r, "triple": list(t), "gold": list(t) in gold["triples"]}
+                        for i, p, ts, rs in writes[["id", "phrasing", "rule_writes", "rules"]].values
+                        for t, r in zip(ts, rs)
+                        for gold in [rows_by_id[i]]
+                    ],
                     "read_misses": [  # every question whose answer misses a gold fact or states another
                         {
                             "id": i,

@@ -353,6 +353,7 @@ class RetLLMController:
         read_names_from_user: bool = False,
         facts_in_order: bool = False,
         coordinated_writes: bool = False,
+        named_writes: bool = False,
     ):
         self.generator, self.memory, self.prompt_fn, self.max_calls = generator, memory, prompt_fn, max_calls
         # call terms copy the user's words or stored phrases (`chat.copying`; beyond the paper)
@@ -390,6 +391,11 @@ class RetLLMController:
         # holds is written as the list's written names are, when they share one (role, relation, other term)
         # (`chat.coordination`; beyond the paper): the model sometimes stops a list short
         self.coordinated_writes = coordinated_writes
+        # then, when every write has one of `relation_names`, a name of two or more capitalised words that the
+        # statement says and no write holds gets the likeliest whole write call with one of those relations and one of
+        # the turn's written terms (`_named_writes`; beyond the paper): the model sometimes ends a turn before a
+        # sentence's second clause ("Cisco, which Ann Lee runs, has Bo Wu as a shareholder")
+        self.named_writes = named_writes
         self.max_results = max_results  # a broad read on a large memory must not overflow the model's context
         self.max_writes = max_writes  # per turn: a runaway model cannot write thousands of triples
         # a write call that repeats one of the turn's ends the turn, unkept (`repeated_write`; beyond the paper)
@@ -481,6 +487,10 @@ class RetLLMController:
             done = [e["triple"] for e in trace if e["event"] == "write"]
             for t in map(self._as_known, coordinated_writes(user_text, done)):
                 writes, dropped_writes = self._write(t, t, trace, writes, dropped_writes, rule="coordinated")
+        if self.named_writes and writes and not any(e["event"] == "read" for e in trace):
+            writes, dropped_writes = self._named_writes(
+                user_text, _text(context) + generated, trace, writes, dropped_writes
+            )
         if dropped_writes:
             trace.append(
                 error_event(
@@ -502,6 +512,39 @@ class RetLLMController:
             trace.append(error_event(str(e), call, "memory"))
             return writes, dropped
         return writes + 1, dropped
+
+    def _named_writes(
+        self, user_text: str, before: str, trace: list[dict], writes: int, dropped: int
+    ) -> tuple[int, int]:
+        """Each name the statement says that no write holds (`chat.coordination.unwritten_names`) is written as the
+        likeliest whole call (`generator.score` after the turn's text `before`) of it with one of `relation_names` and
+        one of the turn's written terms in the other role; whole calls, as `_relation_by_likelihood` ranks reads.
+        Only when every write of the turn has one of `relation_names`: a statement in the user's own relation words
+        ("Bo Lim moved to Graz and is the neighbour of Cy Ma") has its second fact among no ranked call, and the rule
+        would store a wrong one. Skipped with a generator that cannot `score`. The turn's (stored, dropped) counts
+        after it."""
+        from .chat.coordination import unwritten_names
+
+        done = [tuple(e["triple"]) for e in trace if e["event"] == "write"]
+        if not hasattr(self.generator, "score") or not {t[1] for t in done} <= set(self.relation_names or ()):
+            return writes, dropped
+        names = unwritten_names(user_text, done)
+        for i, name in enumerate(names):
+            if writes >= self.max_writes:  # the cap reached: the rest are dropped unranked
+                return writes, dropped + len(names) - i
+            relations = sorted(self.relation_names or ())
+            options = [Triple(name, r, o) for o in sorted({t[2] for t in done}) for r in relations]
+            options += [Triple(s, r, name) for s in sorted({t[0] for t in done}) for r in relations]
+            options = [t for t in options if t not in done and t[0] != t[2]]
+            if not options:
+                continue
+            logp = self.generator.score(before, [api.format_retllm_write([t]) for t in options])
+            best = options[max(range(len(options)), key=logp.__getitem__)]
+            t = self._as_known(best)
+            writes, dropped = self._write(t, t, trace, writes, dropped, rule="named")
+            before += api.format_retllm_write([best])
+            done.append(tuple(t))
+        return writes, dropped
 
     def _as_known(self, t: Triple) -> Triple:
         """`t` with a subject or object that is a known name in other case spelt as the known name."""

@@ -4,7 +4,7 @@ import pandas as pd
 import pytest
 
 from retllm_utils.api import Triple
-from retllm_utils.chat.coordination import coordinated_writes, name_lists
+from retllm_utils.chat.coordination import coordinated_writes, name_lists, unwritten_names
 from retllm_utils.chat.session import trace_lines
 from retllm_utils.controller import RetLLMController, ScriptedGenerator
 from retllm_utils.memory import TripleMemory
@@ -98,3 +98,92 @@ def test_by_shape_reports_the_memory_a_statement_leaves():
     )
     t = by_shape(df)
     assert t.loc["verb", "writes exact"] == 0.0 and t.loc["verb", "stored exact"] == 0.5
+
+
+@pytest.mark.parametrize(
+    "text, written, names",
+    [
+        # a second clause the model never wrote, whatever its shape
+        ("Cisco, which Ann Lee runs, has Bo Wu as a shareholder.", [("Ann Lee", "manager of", "Cisco")], ["Bo Wu"]),
+        # a written name inside a longer run is that name ("Prime Minister Ivan Kostov"); one capitalised word is no
+        # name, and the pronoun "I" ends a run ("Yesterday I met ...")
+        ("Yesterday I met Prime Minister Ivan Kostov in Sofia.", [("Ivan Kostov", "member of", "UDF")], []),
+        ("Among Roche's bosses is Noor Goldberg.", [("Noor Goldberg", "manager of", "Roche")], []),
+        # a sentence's first word is capitalised anyway: no name begins there (a missed name writes nothing)
+        ("The East portal lies near Grants, Colorado.", [("Grants", "located in", "Colorado")], []),
+        ("BMW employs Ann Lee. Bo Wu invests in it.", [("Ann Lee", "employed by", "BMW")], []),
+        (
+            "I heard that Nissan is run by Bella Fontaine and Marta Gashi.",
+            [("Bella Fontaine", "manager of", "Nissan")],
+            ["Marta Gashi"],
+        ),
+        # names in either role count as written; case and a leading "the" are not told apart
+        (
+            "The Cincinnati Bengals play the Cleveland Browns.",
+            [("cleveland browns", "rival of", "Cincinnati Bengals")],
+            [],
+        ),
+        ("david ozturk and pilar lindqvist invest in lg.", [("David Ozturk", "investor in", "LG")], []),
+    ],
+)
+def test_unwritten_names_are_the_statements_names_no_write_holds(text, written, names):
+    assert unwritten_names(text, written) == names
+
+
+class _Scored(ScriptedGenerator):
+    """A scripted model that also ranks whole calls: the write of "Bo Wu" as an investor is its likeliest."""
+
+    def __init__(self, respond):
+        super().__init__(respond)
+        self.asked: list[tuple[str, list[str]]] = []
+
+    def score(self, text, continuations):
+        self.asked.append((text, list(continuations)))
+        return [0.0 if c == "[MEM_WRITE{Bo Wu>>investor in>>Cisco}]" else -1.0 for c in continuations]
+
+
+def _manager(text):
+    return "[MEM_WRITE{Ann Lee>>manager of>>Cisco}]"
+
+
+@pytest.mark.parametrize("rule", [True, False])
+def test_the_controller_writes_an_unwritten_name_as_its_likeliest_call(rule):
+    memory = TripleMemory(embedder=NgramEmbedder(), index="flat")
+    gen = _Scored(_manager)
+    names = ("employed by", "investor in", "manager of")
+    ctl = RetLLMController(gen, memory, lambda u: u, relation_names=names, named_writes=rule)
+    turn = ctl.chat("Cisco, which Ann Lee runs, has Bo Wu as a shareholder.")
+    added = [e["triple"] for e in turn.trace if e.get("rule") == "named"]
+    assert added == ([Triple("Bo Wu", "investor in", "Cisco")] if rule else [])
+    assert turn.model_text == _manager("")  # the model's own calls are left as they were
+    if rule:  # ranked after the turn's text: each name with the written object, and the name as an object
+        text, options = gen.asked[0]
+        assert text.endswith(_manager("")) and len(options) == 3 * 2  # (Bo Wu, r, Cisco) and (Ann Lee, r, Bo Wu)
+        assert "[MEM_WRITE{Ann Lee>>manager of>>Bo Wu}]" in options
+
+
+def test_no_named_write_after_a_read_without_a_scoring_model_or_beside_the_users_relation_words():
+    memory = TripleMemory(embedder=NgramEmbedder(), index="flat")
+    names = ("employed by", "investor in", "manager of")
+    ctl = RetLLMController(ScriptedGenerator(_manager), memory, lambda u: u, relation_names=names, named_writes=True)
+    ctl.chat("Cisco, which Ann Lee runs, has Bo Wu as a shareholder.")
+    assert set(memory) == {("Ann Lee", "manager of", "Cisco")}  # the model cannot rank calls: nothing added
+    # a turn that wrote and then read: its text goes on past the writes, so no call is ranked after them
+    gen = _Scored(lambda t: "" if "MEM_READ" in t else _manager(t) + "[MEM_READ{Bo Wu>>investor in>>}:")
+    ctl = RetLLMController(gen, memory, lambda u: u, relation_names=names, named_writes=True)
+    ctl.chat("Cisco, which Ann Lee runs, has Bo Wu as a shareholder?")
+    assert gen.asked == [] and len(memory) == 1
+    # a write in the user's own words: the second clause's relation is no name, so no ranked call could be right
+    gen = _Scored(lambda t: "[MEM_WRITE{Ann Lee>>moved to>>Graz}]")
+    ctl = RetLLMController(gen, memory, lambda u: u, relation_names=names, named_writes=True)
+    ctl.chat("Ann Lee moved to Graz and is the neighbour of Bo Wu.")
+    assert gen.asked == [] and ("Ann Lee", "moved to", "Graz") in set(memory) and len(memory) == 2
+
+
+def test_named_writes_keep_the_turns_write_cap():
+    memory = TripleMemory(embedder=NgramEmbedder(), index="flat")
+    gen = _Scored(_manager)
+    names = ("employed by", "investor in", "manager of")
+    ctl = RetLLMController(gen, memory, lambda u: u, relation_names=names, named_writes=True, max_writes=1)
+    turn = ctl.chat("Cisco, which Ann Lee runs, has Bo Wu as a shareholder.")
+    assert len(memory) == 1 and gen.asked == [] and turn.trace[-1]["cause"] == "cap"

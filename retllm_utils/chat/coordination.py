@@ -4,6 +4,10 @@ Chen). `coordinated_writes` gives the facts the list implies and the turn did no
 list takes the one (role, relation, other term) that the list's written names share. An extension beyond the paper
 (`RetLLMController(coordinated_writes=True)`), off by default; notebook 03 scores a statement's writes with the rule's
 (`stored exact`) beside the model's own calls.
+
+`unwritten_names` finds the names a statement says that no write of the turn holds, whatever the sentence's shape
+("Cisco, which Ann Lee runs, has Bo Wu as a shareholder" → Bo Wu): the controller's `named_writes` rule then asks
+the model for each one's likeliest write (`RetLLMController(named_writes=True)`).
 """
 
 from __future__ import annotations
@@ -13,12 +17,14 @@ from typing import Sequence
 
 from ..api import Triple
 
-__all__ = ["name_lists", "coordinated_writes"]
+__all__ = ["name_lists", "coordinated_writes", "unwritten_names"]
 
 # a capitalised word ("Kapoor-Shah", "O'Neil", "eBay"), and the lower-case particles a name may hold between two
 _CAP = r"(?:[A-Z]|[a-z]+[A-Z])\w*(?:[-'’]\w+)*"
 _PARTICLES = r"(?:&|van|von|der|den|de|da|del|du|di|la|le)"
 _NAME = re.compile(rf"{_CAP}(?:\s+(?:{_PARTICLES}\s+)*{_CAP})*")
+# what stands before a sentence's first word: nothing, or a sentence's end (quotes and brackets may follow either)
+_SENTENCE_START = re.compile(r"(?:^|[.!?…]\s+)[\"'“‘(\[]*\s*$")
 # what stands between two names of one list: a comma, "and", or both
 _JOIN = re.compile(r"\s*,\s*(?:and\s+)?|\s+and\s+")
 
@@ -68,6 +74,37 @@ def coordinated_writes(text: str, written: Sequence[Sequence[str]]) -> list[Trip
             if t not in out:
                 out.append(t)
     return out
+
+
+def unwritten_names(text: str, written: Sequence[Sequence[str]]) -> list[str]:
+    """The names of two or more capitalised words in `text` that no written term holds, contains or is part of
+    ("Prime Minister Ivan Kostov" is written as "Ivan Kostov"; "Among Roche's" as "Roche"), in text order, each once.
+    A sentence's first word is left out of a name, since it is capitalised anyway ("The East", "In May" are no
+    names; nor, so, is a name that begins a sentence), and so is the pronoun "I"."""
+    terms = [_bare(x) for t in written for x in (t[0], t[2])]
+    out: list[str] = []
+    for run in _NAME.finditer(text):
+        found = run.group()
+        if _SENTENCE_START.search(text[: run.start()]):
+            found = found.split(maxsplit=1)[1] if " " in found else ""  # a sentence's first word: capitalised anyway
+        for name in re.split(r"(?:^|\s+)I(?:\s+|$)", found):  # "Yesterday I met ...": the pronoun ends a run
+            if len(re.findall(_CAP, name)) < 2 or name in out:
+                continue
+            k = _bare(name)
+            if not any(_words_in(k, t) or _words_in(t, k) for t in terms):
+                out.append(name)
+    return out
+
+
+def _bare(name: str) -> str:
+    """`_key` with each word's possessive dropped: "Among Roche's" holds the written "Roche"."""
+    return re.sub(r"['’]s\b", "", _key(name))
+
+
+def _words_in(part: str, whole: str) -> bool:
+    """`part`'s words are a run of `whole`'s."""
+    p, w = part.split(), whole.split()
+    return bool(p) and any(w[i : i + len(p)] == p for i in range(len(w) - len(p) + 1))
 
 
 def _key(name: str) -> str:

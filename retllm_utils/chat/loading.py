@@ -133,6 +133,8 @@ def load_retllm(
         either_order=True,  # "How are Ann and SAP connected?" read as (SAP, , Ann) still finds (Ann, employed by, SAP)
         either_role=True,  # "Who is tied to IKEA?" read as (IKEA, , ?) asks (?, , IKEA) when IKEA is only an object
         coordinated_writes=True,  # "Ann Lee and Bo Wu work at BMW" with only Ann Lee written: Bo Wu too, as Ann Lee
+        # "Cisco, which Ann Lee runs, has Bo Wu as a shareholder" with only Ann Lee written: Bo Wu's likeliest call
+        named_writes=True,
         # a free answer (a relation `answer_form` has no words for): its names the reply's or the user's, the reply's
         # paired as the reply pairs them, and it ends at a sentence said twice, as notebook 03 scores it
         answer_names=True,

@@ -176,6 +176,7 @@ def evaluate_retllm(
     read_names_from_user: bool = False,
     facts_in_order: bool = False,
     coordinated_writes: bool = False,
+    named_writes: bool = False,
 ) -> pd.DataFrame:
     """Every example through the controller with its scene in memory; one record per example.
 
@@ -192,7 +193,8 @@ def evaluate_retllm(
     one name, found nothing, asks for it in the role the memory holds it in; `read_names_from_user`: with
     `copy_names`, a read's names copy the user's words or a known name, no other stored name; `facts_in_order`: with
     `state_facts`, the facts in the reply's order, none skipped, as training states them (the model says where to
-    stop); `coordinated_writes`: a listed name no write holds is written as the list's written names are."""
+    stop); `coordinated_writes`: a listed name no write holds is written as the list's written names are;
+    `named_writes`: then a name of the statement no write holds is written as its likeliest call."""
     rows = list(rows)
     gen = generator or HFGenerator(model, tokenizer, max_new_tokens=max_new_tokens)
     out = []
@@ -217,13 +219,19 @@ def evaluate_retllm(
             read_names_from_user=read_names_from_user,
             facts_in_order=facts_in_order,
             coordinated_writes=coordinated_writes,
+            named_writes=named_writes,
         )
         turn = ctl.chat(row["user"])
         written = [e["triple"] for e in turn.trace if e["event"] == "write"]
         subs = [s for e in turn.trace if e["event"] == "read" for s in e["substitutions"]]
         rec = _record(row, predicted_api(turn.model_text), turn.answer, written, turn.model_text, known_names)
-        added = [tuple(e["triple"]) for e in turn.trace if e["event"] == "write" and e.get("rule")]  # not the model's
-        rec.update(substitutions=subs, false_substitutions=false_substitutions(subs, row), rule_writes=added)
+        by_rule = [e for e in turn.trace if e["event"] == "write" and e.get("rule")]  # not the model's
+        rec.update(
+            substitutions=subs,
+            false_substitutions=false_substitutions(subs, row),
+            rule_writes=[tuple(e["triple"]) for e in by_rule],
+            rules=[e["rule"] for e in by_rule],  # which rule added each
+        )
         out.append(rec)
     return pd.DataFrame(out)
 
