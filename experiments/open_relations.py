@@ -53,7 +53,8 @@ seed 0's one epoch is notebook 02's adapter); `--neftune ALPHA` trains with NEFT
 `--multi-weight N` gives each trained multi-fact statement shape N turns in the training statements' cycle
 (`RetLLMConfig.multi_weight`), `--multi-table` prints two turns against notebook 02's one (MULTI_RUNS). `--soup A B ...`
 trains nothing: the adapter at `--adapter-out` is the mean of the adapters' weight updates (`make_soup`), scored as a
-trained one; `--soup-table` prints the soups against their members (SOUP_RUNS).
+trained one; `--soup-table` prints the soups against their members (SOUP_RUNS); `--named-table` prints notebook 02's
+adapter with and without `--named-writes` (NAMED_RUNS).
 """
 
 from __future__ import annotations
@@ -539,6 +540,33 @@ def soup_table() -> str:
     return spread_markdown(_saved(SOUP_RUNS), SOUP_MEANS, MULTI_ROWS)
 
 
+# notebook 02's adapter decoded with notebook 03's controller rules on xllamacpp, without and with the named-writes rule
+# (a name the statement says that no write holds written as its likeliest call; --named-writes)
+NAMED_RUNS = {
+    "notebook 02's rules": ("open_relations_soup", "committed (notebook 02)"),
+    "with named writes": ("open_relations_named", "with open relations"),
+}
+NAMED_ROWS = (  # the read rows unchanged by a write rule once, not per query type
+    *MORE_ROWS,
+    *(row for row in SCALE_ROWS if row[0].startswith(("Re-DocRED", "test split, free", "paraphrase split, free"))),
+    *MULTI_ROWS[len(EPOCHS_ROWS) :],
+    *(
+        (f"{label}: the turn's writes, {what}", [split, "scores", "write", f"write_{what}"])
+        for label, split in (
+            ("test split (110 statements)", "test"),
+            ("paraphrase split", "paraphrase"),
+            ("held-out open statements", "held-out relations"),
+        )
+        for what in ("precision", "recall")
+    ),
+)
+
+
+def named_table() -> str:
+    """experiments/README.md's table of notebook 02's adapter with and without the named-writes rule."""
+    return spread_markdown(_saved(NAMED_RUNS), None, NAMED_ROWS)
+
+
 def rank_table() -> str:
     """experiments/README.md's table of LoRA rank 64 against notebook 02's 16 over three seeds, from the JSONs."""
     return spread_markdown(_saved(RANK_RUNS), RANK_MEANS, RANK_ROWS)
@@ -742,6 +770,9 @@ def main() -> None:
     ap.add_argument("--rank-table", action="store_true", help="print LoRA rank 64 against 16 from the JSONs")
     ap.add_argument("--multi-table", action="store_true", help="print two turns per multi-fact shape against one")
     ap.add_argument("--soup-table", action="store_true", help="print seeds' updates averaged against each seed alone")
+    ap.add_argument(
+        "--named-table", action="store_true", help="print notebook 02's adapter with and without named writes"
+    )
     a = ap.parse_args()
     tables = {
         "seeds_table": seeds_table,
@@ -756,6 +787,7 @@ def main() -> None:
         "rank_table": rank_table,
         "multi_table": multi_table,
         "soup_table": soup_table,
+        "named_table": named_table,
     }
     for flag, table in tables.items():
         if getattr(a, flag):
