@@ -44,12 +44,13 @@ reply's order, none skipped (the model chooses where to stop); `--order-table` p
 (ORDER_RUNS). `--coordinated-writes` writes a name listed with a written one as the list's written names are, as
 notebooks 03 and 09 do (the test and paraphrase passes also save `stored_exact_by_phrasing`, the turn's writes with the
 rule's, without the flag the calls' own); `--named-writes` then writes a name the statement says and no write holds as
-its likeliest call with one of the five names and a written term, as notebooks 03 and 09 do (the passes save
-`rule_write_list`: each rule write, its rule and whether it is gold); `--epochs N` trains N epochs over the same rows;
-`--epochs-table` prints two epochs against one epoch of notebook 02's recipe at training seeds 0 and 1 (EPOCHS_RUNS;
-seed 0's one epoch is notebook 02's adapter); `--neftune ALPHA` trains with NEFTune's noise on the input embeddings,
-`--neftune-table` prints it against notebook 02's recipe without (NEFTUNE_RUNS); `--lora-r R` trains LoRA of rank R
-(alpha 2R, as notebook 02's 16 and 32), `--rank-table` prints rank 64 against notebook 02's 16 (RANK_RUNS).
+its likeliest call with one of `relation_names` (the five with `--notebook-03` or `--five-relations`; without
+`--copy-relations` it never writes) and a written term, as notebooks 03 and 09 do (the test and paraphrase passes save
+`rule_write_list`: each write either rule added, the rule, and whether it is gold); `--epochs N` trains N epochs over
+the same rows; `--epochs-table` prints two epochs against one epoch of notebook 02's recipe at training seeds 0 and 1
+(EPOCHS_RUNS; seed 0's one epoch is notebook 02's adapter); `--neftune ALPHA` trains with NEFTune's noise on the input
+embeddings, `--neftune-table` prints it against notebook 02's recipe without (NEFTUNE_RUNS); `--lora-r R` trains LoRA of
+rank R (alpha 2R, as notebook 02's 16 and 32), `--rank-table` prints rank 64 against notebook 02's 16 (RANK_RUNS).
 `--multi-weight N` gives each trained multi-fact statement shape N turns in the training statements' cycle
 (`RetLLMConfig.multi_weight`), `--multi-table` prints two turns against notebook 02's one (MULTI_RUNS). `--soup A B ...`
 trains nothing: the adapter at `--adapter-out` is the mean of the adapters' weight updates (`make_soup`), scored as a
@@ -543,7 +544,7 @@ def soup_table() -> str:
 # notebook 02's adapter decoded with notebook 03's controller rules on xllamacpp, without and with the named-writes rule
 # (a name the statement says that no write holds written as its likeliest call; --named-writes)
 NAMED_RUNS = {
-    "notebook 02's rules": ("open_relations_soup", "committed (notebook 02)"),
+    "notebook 03's rules": ("open_relations_soup", "committed (notebook 02)"),
     "with named writes": ("open_relations_named", "with open relations"),
 }
 NAMED_ROWS = (  # the read rows unchanged by a write rule once, not per query type
@@ -723,9 +724,11 @@ def main() -> None:
     ap.add_argument(
         "--named-writes",
         action="store_true",
-        help="then, when every write of the turn has one of the five names, a name of two or more capitalised words "
-        "that the statement says and no write holds is written as its likeliest call with one of those names and "
-        "one of the turn's written terms (`RetLLMController(named_writes=True)`): notebooks 03 and 09 decode so",
+        help="then, in a turn that wrote and read nothing, when every write has one of the relation names (the five "
+        "with --notebook-03 or --five-relations; none without --copy-relations, so no write), a name of two or more "
+        "capitalised words that the statement says and no write holds is written as its likeliest call with one of "
+        "those names and one of the turn's written terms (`RetLLMController(named_writes=True)`): notebooks 03 and "
+        "09 decode so",
     )
     ap.add_argument(
         "--epochs", type=int, default=None, help="training epochs over the same rows (default: the cpu profile's 1)"

@@ -18,8 +18,10 @@ Decoding constraints beyond the paper (`copy_names`, `answer_form`) live in `cha
 controller or generator is asked for them. Two read rules beyond the paper stay here: a read of two names and no
 relation that finds nothing reads them the other way round, names exact (`either_order`), a read of one name held in
 the role the memory never gives it asks for it in the other role (`either_role`), and with `answer_form` an empty reply
-is answered in the same words (`no_answer`). One write rule beyond the paper: a name listed with a written one that no
-write holds is written as the list's written names are (`coordinated_writes`, `chat.coordination`).
+is answered in the same words (`no_answer`). Two write rules beyond the paper: a name listed with a written one that no
+write holds is written as the list's written names are (`coordinated_writes`, `chat.coordination`); then, in a turn
+that wrote and read nothing else, a name the statement says that no write holds is written as its likeliest call
+(`named_writes`, `_named_writes`).
 """
 
 from __future__ import annotations
@@ -391,10 +393,11 @@ class RetLLMController:
         # holds is written as the list's written names are, when they share one (role, relation, other term)
         # (`chat.coordination`; beyond the paper): the model sometimes stops a list short
         self.coordinated_writes = coordinated_writes
-        # then, when every write has one of `relation_names`, a name of two or more capitalised words that the
-        # statement says and no write holds gets the likeliest whole write call with one of those relations and one of
-        # the turn's written terms (`_named_writes`; beyond the paper): the model sometimes ends a turn before a
-        # sentence's second clause ("Cisco, which Ann Lee runs, has Bo Wu as a shareholder")
+        # then, in a turn that wrote and made no read, when every write has one of `relation_names`, a name of two or
+        # more capitalised words that the statement says and no write holds gets the likeliest whole write call with
+        # one of those relations and one of the turn's written terms (`_named_writes`; beyond the paper): the model
+        # sometimes ends a turn before a sentence's second clause ("Cisco, which Ann Lee runs, has Bo Wu as a
+        # shareholder")
         self.named_writes = named_writes
         self.max_results = max_results  # a broad read on a large memory must not overflow the model's context
         self.max_writes = max_writes  # per turn: a runaway model cannot write thousands of triples
@@ -517,8 +520,9 @@ class RetLLMController:
         self, user_text: str, before: str, trace: list[dict], writes: int, dropped: int
     ) -> tuple[int, int]:
         """Each name the statement says that no write holds (`chat.coordination.unwritten_names`) is written as the
-        likeliest whole call (`generator.score` after the turn's text `before`) of it with one of `relation_names` and
-        one of the turn's written terms in the other role; whole calls, as `_relation_by_likelihood` ranks reads.
+        likeliest whole call (`generator.score` after the turn's text `before`) of it with one of `relation_names`: as
+        subject with a written object, or as object with a written subject (a triple already written left out); whole
+        calls, as `_relation_by_likelihood` ranks reads. Every such name gets one write: there is no "none" option.
         Only when every write of the turn has one of `relation_names`: a statement in the user's own relation words
         ("Bo Lim moved to Graz and is the neighbour of Cy Ma") has its second fact among no ranked call, and the rule
         would store a wrong one. Skipped with a generator that cannot `score`. The turn's (stored, dropped) counts

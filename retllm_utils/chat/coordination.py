@@ -5,9 +5,9 @@ list takes the one (role, relation, other term) that the list's written names sh
 (`RetLLMController(coordinated_writes=True)`), off by default; notebook 03 scores a statement's writes with the rule's
 (`stored exact`) beside the model's own calls.
 
-`unwritten_names` finds the names a statement says that no write of the turn holds, whatever the sentence's shape
-("Cisco, which Ann Lee runs, has Bo Wu as a shareholder" → Bo Wu): the controller's `named_writes` rule then asks
-the model for each one's likeliest write (`RetLLMController(named_writes=True)`).
+`unwritten_names` finds the names of two or more capitalised words that a statement says and no write of the turn
+holds, in any sentence shape ("Cisco, which Ann Lee runs, has Bo Wu as a shareholder" → Bo Wu): the controller's
+`named_writes` rule then asks the model for each one's likeliest write (`RetLLMController(named_writes=True)`).
 """
 
 from __future__ import annotations
@@ -80,7 +80,8 @@ def unwritten_names(text: str, written: Sequence[Sequence[str]]) -> list[str]:
     """The names of two or more capitalised words in `text` that no written term holds, contains or is part of
     ("Prime Minister Ivan Kostov" is written as "Ivan Kostov"; "Among Roche's" as "Roche"), in text order, each once.
     A sentence's first word is left out of a name, since it is capitalised anyway ("The East", "In May" are no
-    names; nor, so, is a name that begins a sentence), and so is the pronoun "I"."""
+    names; so a two-word name that begins a sentence is none, and a longer one keeps only its later words), and so is
+    the pronoun "I"."""
     terms = [_bare(x) for t in written for x in (t[0], t[2])]
     out: list[str] = []
     for run in _NAME.finditer(text):
