@@ -109,9 +109,14 @@ def test_by_shape_reports_the_memory_a_statement_leaves():
         # name, and the pronoun "I" ends a run ("Yesterday I met ...")
         ("Yesterday I met Prime Minister Ivan Kostov in Sofia.", [("Ivan Kostov", "member of", "UDF")], []),
         ("Among Roche's bosses is Noor Goldberg.", [("Noor Goldberg", "manager of", "Roche")], []),
-        # a sentence's first word is capitalised anyway: no name begins there (a missed name writes nothing)
+        # a sentence's first word is capitalised anyway: a word that begins sentences is no part of a name ...
         ("The East portal lies near Grants, Colorado.", [("Grants", "located in", "Colorado")], []),
-        ("BMW employs Ann Lee. Bo Wu invests in it.", [("Ann Lee", "employed by", "BMW")], []),
+        ("Yesterday Ann Lee joined BMW, and so did Bo Wu.", [("Bo Wu", "employed by", "BMW")], ["Ann Lee"]),
+        # ... any other first word is: a name begins there, whole ("Goldman Sachs Group" holds the written name)
+        ("BMW employs Ann Lee. Bo Wu invests in it.", [("Ann Lee", "employed by", "BMW")], ["Bo Wu"]),
+        ("Goldman Sachs Group hired Ann Lee.", [("Ann Lee", "employed by", "Goldman Sachs")], []),
+        # a name written with a slip corrected is written
+        ("Johnsoon & Johnson pays Bella Banerjee.", [("Bella Banerjee", "employed by", "Johnson & Johnson")], []),
         (
             "I heard that Nissan is run by Bella Fontaine and Marta Gashi.",
             [("Bella Fontaine", "manager of", "Nissan")],

@@ -16,6 +16,7 @@ import re
 from typing import Sequence
 
 from ..api import Triple
+from .copying import known_near
 
 __all__ = ["name_lists", "coordinated_writes", "unwritten_names"]
 
@@ -25,6 +26,19 @@ _PARTICLES = r"(?:&|van|von|der|den|de|da|del|du|di|la|le)"
 _NAME = re.compile(rf"{_CAP}(?:\s+(?:{_PARTICLES}\s+)*{_CAP})*")
 # what stands before a sentence's first word: nothing, or a sentence's end (quotes and brackets may follow either)
 _SENTENCE_START = re.compile(r"(?:^|[.!?…]\s+)[\"'“‘(\[]*\s*$")
+# capitalised words that begin a sentence without beginning a name: articles, determiners, pronouns, prepositions,
+# conjunctions, question words and sentence adverbs ("Among Roche's bosses ...", "Yesterday Ann Lee ...")
+_NOT_NAME_START = frozenset(
+    """A An The This That These Those Each Every Some Any Many Most Much Several Few All Both Either Neither No None
+    Another Other Such Its Their His Her Our My Your He She It They We You One Among In On At For From With Without By
+    Of To Into Onto After Before Since During Under Over Between Like Unlike Besides Beside Despite Through Throughout
+    Across Along Within Until Till As About Against Behind Beyond Near Per Via And But Or Nor So Yet If When While
+    Whereas Although Though Because Once Unless Whether Who Whom Whose What Which Where Why How Then Now Today Yesterday
+    Tomorrow Tonight Also However Meanwhile Later Earlier Recently Lately Currently Formerly Previously Last Next Still
+    Only Even Just Here There Moreover Furthermore Finally Thus Therefore Indeed Instead Otherwise Please Note Remember
+    Apparently Actually Sadly Luckily Fortunately Unfortunately Interestingly Surprisingly Back Long Ever Never
+    Sometimes Often Usually Again""".split()
+)
 # what stands between two names of one list: a comma, "and", or both
 _JOIN = re.compile(r"\s*,\s*(?:and\s+)?|\s+and\s+")
 
@@ -78,21 +92,24 @@ def coordinated_writes(text: str, written: Sequence[Sequence[str]]) -> list[Trip
 
 def unwritten_names(text: str, written: Sequence[Sequence[str]]) -> list[str]:
     """The names of two or more capitalised words in `text` that no written term holds, contains or is part of
-    ("Prime Minister Ivan Kostov" is written as "Ivan Kostov"; "Among Roche's" as "Roche"), in text order, each once.
-    A sentence's first word is left out of a name, since it is capitalised anyway ("The East", "In May" are no
-    names; so a two-word name that begins a sentence is none, and a longer one keeps only its later words), and so is
-    the pronoun "I"."""
+    ("Prime Minister Ivan Kostov" is written as "Ivan Kostov"; "Among Roche's" as "Roche") or types with a slip
+    (`copying.known_near`: "Johnsoon & Johnson" is written as "Johnson & Johnson"), in text order, each once.
+    A sentence's first word is capitalised anyway: it is left out of a name when it is a word that begins sentences,
+    not names (`_NOT_NAME_START`: "The East", "In May" are no names), and kept otherwise ("Bo Wu invests in it." says
+    Bo Wu; "Goldman Sachs Group hired Ann Lee." is written by a write of "Goldman Sachs"); the pronoun "I" ends a
+    run."""
     terms = [_bare(x) for t in written for x in (t[0], t[2])]
     out: list[str] = []
     for run in _NAME.finditer(text):
         found = run.group()
-        if _SENTENCE_START.search(text[: run.start()]):
-            found = found.split(maxsplit=1)[1] if " " in found else ""  # a sentence's first word: capitalised anyway
+        first, _, rest = found.partition(" ")
+        if _SENTENCE_START.search(text[: run.start()]) and _bare(first).title() in _NOT_NAME_START:
+            found = rest  # a sentence's first word, capitalised only for that
         for name in re.split(r"(?:^|\s+)I(?:\s+|$)", found):  # "Yesterday I met ...": the pronoun ends a run
             if len(re.findall(_CAP, name)) < 2 or name in out:
                 continue
             k = _bare(name)
-            if not any(_words_in(k, t) or _words_in(t, k) for t in terms):
+            if not any(_words_in(k, t) or _words_in(t, k) for t in terms) and not known_near([k], terms):
                 out.append(name)
     return out
 
