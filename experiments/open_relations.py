@@ -55,7 +55,9 @@ rank R (alpha 2R, as notebook 02's 16 and 32), `--rank-table` prints rank 64 aga
 (`RetLLMConfig.multi_weight`), `--multi-table` prints two turns against notebook 02's one (MULTI_RUNS). `--soup A B ...`
 trains nothing: the adapter at `--adapter-out` is the mean of the adapters' weight updates (`make_soup`), scored as a
 trained one; `--soup-table` prints the soups against their members (SOUP_RUNS); `--named-table` prints notebook 02's
-adapter with and without `--named-writes` (NAMED_RUNS).
+adapter with and without `--named-writes` (NAMED_RUNS). `--paper-loss-mask` trains with the paper's loss mask (loss
+on the calls and answers only), the recipe of notebook 02's masked adapter (`--open-n 360` at seed 0 reuses it);
+`--mask-table` prints it against the whole-sequence adapter, both with notebook 03's rules (MASK_RUNS).
 """
 
 from __future__ import annotations
@@ -542,10 +544,12 @@ def soup_table() -> str:
 
 
 # notebook 02's adapter decoded with notebook 03's controller rules on xllamacpp, without and with the named-writes rule
-# (a name the statement says that no write holds written as its likeliest call; --named-writes)
+# (a name the statement says that no write holds written as its likeliest call; --named-writes), then with the rule
+# as it is now (a sentence's first word kept in a name unless it begins sentences, not names)
 NAMED_RUNS = {
     "notebook 03's rules": ("open_relations_soup", "committed (notebook 02)"),
     "with named writes": ("open_relations_named", "with open relations"),
+    "with named writes, a sentence's first word kept": ("open_relations_named_first_word", "with open relations"),
 }
 NAMED_ROWS = (  # the read rows unchanged by a write rule once, not per query type
     *MORE_ROWS,
@@ -566,6 +570,19 @@ NAMED_ROWS = (  # the read rows unchanged by a write rule once, not per query ty
 def named_table() -> str:
     """experiments/README.md's table of notebook 02's adapter with and without the named-writes rule."""
     return spread_markdown(_saved(NAMED_RUNS), None, NAMED_ROWS)
+
+
+# notebook 02's two adapters, both with notebook 03's rules and named writes on xllamacpp: the whole-sequence loss
+# (notebook 02's default) against the paper's loss mask (the calls and answers only; --paper-loss-mask)
+MASK_RUNS = {
+    "whole sequence (notebook 02's default)": ("open_relations_named", "with open relations"),
+    "the paper's loss mask": ("open_relations_masked", "with open relations"),
+}
+
+
+def mask_table() -> str:
+    """experiments/README.md's table of notebook 02's masked adapter against its whole-sequence one."""
+    return spread_markdown(_saved(MASK_RUNS), None, NAMED_ROWS)
 
 
 def rank_table() -> str:
@@ -731,6 +748,11 @@ def main() -> None:
         "09 decode so",
     )
     ap.add_argument(
+        "--paper-loss-mask",
+        action="store_true",
+        help="train with the paper's loss mask (API calls and answers only), as notebook 02's masked adapter",
+    )
+    ap.add_argument(
         "--epochs", type=int, default=None, help="training epochs over the same rows (default: the cpu profile's 1)"
     )
     ap.add_argument(
@@ -776,6 +798,9 @@ def main() -> None:
     ap.add_argument(
         "--named-table", action="store_true", help="print notebook 02's adapter with and without named writes"
     )
+    ap.add_argument(
+        "--mask-table", action="store_true", help="print notebook 02's masked adapter against its whole-sequence one"
+    )
     a = ap.parse_args()
     tables = {
         "seeds_table": seeds_table,
@@ -791,6 +816,7 @@ def main() -> None:
         "multi_table": multi_table,
         "soup_table": soup_table,
         "named_table": named_table,
+        "mask_table": mask_table,
     }
     for flag, table in tables.items():
         if getattr(a, flag):
@@ -837,7 +863,7 @@ def main() -> None:
     _, tok = load_model()
     # the wide build without any open-relation rows of its own (phrasing "open_..."), then this experiment's
     rows = [dict(r) for r in dd["train"] if not r["phrasing"].startswith("open_")] + open_train
-    train_ds = build_sft_dataset(tok, rows, retllm_example_text, config.max_length, mask=False)
+    train_ds = build_sft_dataset(tok, rows, retllm_example_text, config.max_length, mask=a.paper_loss_mask)
     out_dir = ROOT / a.adapter_out
     info = {
         "experiment": "open_relations",
@@ -913,6 +939,7 @@ def main() -> None:
         "read_names_from_user": a.read_names_from_user,
         "coordinated_writes": a.coordinated_writes,
         "named_writes": a.named_writes,
+        "loss": "masked" if a.paper_loss_mask else "whole_sequence",
         "epochs": config.epochs,
         "neftune_noise_alpha": a.neftune,
         "lora_r": config.lora_r,

@@ -124,6 +124,7 @@ def test_the_readme_table_is_the_committed_results():
     assert mod.multi_table() in readme  # two turns per multi-fact shape against notebook 02's one, two seeds
     assert mod.soup_table() in readme  # two seeds' weight updates averaged against each seed, two recipes
     assert mod.named_table() in readme  # notebook 02's adapter with and without the named-writes rule
+    assert mod.mask_table() in readme  # notebook 02's masked adapter against its whole-sequence one
 
 
 def test_more_relations_add_predicates_but_never_a_held_out_one():
