@@ -115,8 +115,12 @@ def test_by_shape_reports_the_memory_a_statement_leaves():
         # ... any other first word is: a name begins there, whole ("Goldman Sachs Group" holds the written name)
         ("BMW employs Ann Lee. Bo Wu invests in it.", [("Ann Lee", "employed by", "BMW")], ["Bo Wu"]),
         ("Goldman Sachs Group hired Ann Lee.", [("Ann Lee", "employed by", "Goldman Sachs")], []),
-        # a name written with a slip corrected is written
+        # a name written with its slip corrected is written; a name one slip from another the statement says is not
         ("Johnsoon & Johnson pays Bella Banerjee.", [("Bella Banerjee", "employed by", "Johnson & Johnson")], []),
+        ("BMW employs Bo Xu and Bo Wu.", [("Bo Wu", "employed by", "BMW")], ["Bo Xu"]),
+        # a capitalised noun that begins a sentence joins the name after it; a possessive is dropped
+        ("Shareholders Ann Lee and Bo Wu own BMW.", [("Bo Wu", "investor in", "BMW")], ["Shareholders Ann Lee"]),
+        ("Yesterday Nestle's Bo Wu met Ann Lee.", [("Ann Lee", "employed by", "Nestle")], []),
         (
             "I heard that Nissan is run by Bella Fontaine and Marta Gashi.",
             [("Bella Fontaine", "manager of", "Nissan")],

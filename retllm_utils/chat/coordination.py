@@ -27,16 +27,17 @@ _NAME = re.compile(rf"{_CAP}(?:\s+(?:{_PARTICLES}\s+)*{_CAP})*")
 # what stands before a sentence's first word: nothing, or a sentence's end (quotes and brackets may follow either)
 _SENTENCE_START = re.compile(r"(?:^|[.!?…]\s+)[\"'“‘(\[]*\s*$")
 # capitalised words that begin a sentence without beginning a name: articles, determiners, pronouns, prepositions,
-# conjunctions, question words and sentence adverbs ("Among Roche's bosses ...", "Yesterday Ann Lee ...")
+# conjunctions, question words, sentence adverbs and a few imperatives ("Among Roche's bosses ...", "Yesterday Ann
+# Lee ...", "Note that ..."); no given name of the kit's data sets is among them
 _NOT_NAME_START = frozenset(
     """A An The This That These Those Each Every Some Any Many Most Much Several Few All Both Either Neither No None
     Another Other Such Its Their His Her Our My Your He She It They We You One Among In On At For From With Without By
     Of To Into Onto After Before Since During Under Over Between Like Unlike Besides Beside Despite Through Throughout
-    Across Along Within Until Till As About Against Behind Beyond Near Per Via And But Or Nor So Yet If When While
+    Across Along Within Until Till As About Against Behind Beyond Near Via And But Or Nor So Yet If When While
     Whereas Although Though Because Once Unless Whether Who Whom Whose What Which Where Why How Then Now Today Yesterday
     Tomorrow Tonight Also However Meanwhile Later Earlier Recently Lately Currently Formerly Previously Last Next Still
     Only Even Just Here There Moreover Furthermore Finally Thus Therefore Indeed Instead Otherwise Please Note Remember
-    Apparently Actually Sadly Luckily Fortunately Unfortunately Interestingly Surprisingly Back Long Ever Never
+    Apparently Actually Sadly Luckily Fortunately Unfortunately Interestingly Surprisingly Back Ever Never
     Sometimes Often Usually Again""".split()
 )
 # what stands between two names of one list: a comma, "and", or both
@@ -92,13 +93,18 @@ def coordinated_writes(text: str, written: Sequence[Sequence[str]]) -> list[Trip
 
 def unwritten_names(text: str, written: Sequence[Sequence[str]]) -> list[str]:
     """The names of two or more capitalised words in `text` that no written term holds, contains or is part of
-    ("Prime Minister Ivan Kostov" is written as "Ivan Kostov"; "Among Roche's" as "Roche") or types with a slip
-    (`copying.known_near`: "Johnsoon & Johnson" is written as "Johnson & Johnson"), in text order, each once.
-    A sentence's first word is capitalised anyway: it is left out of a name when it is a word that begins sentences,
-    not names (`_NOT_NAME_START`: "The East", "In May" are no names), and kept otherwise ("Bo Wu invests in it." says
-    Bo Wu; "Goldman Sachs Group hired Ann Lee." is written by a write of "Goldman Sachs"); the pronoun "I" ends a
-    run."""
+    ("Prime Minister Ivan Kostov" is written as "Ivan Kostov"; "Nestle's Bo Wu" holds a written "Nestle",
+    the possessive dropped), in text order, each once. A name that types a written term with a slip
+    (`copying.known_near`) counts as written only when the statement never says that term itself: the write
+    corrected the statement's spelling ("Johnsoon & Johnson pays ..." written as "Johnson & Johnson"), whereas "Bo Xu
+    and Bo Wu" are two people. A sentence's first word is capitalised anyway: it is left out of a name when it is a
+    word that begins sentences, not names (`_NOT_NAME_START`: "The East", "In May" are no names), and kept otherwise
+    ("Bo Wu invests in it." says Bo Wu; "Goldman Sachs Group hired Ann Lee." holds a written "Goldman Sachs"), so a
+    capitalised noun that begins a sentence joins the name after it ("Shareholders Ann Lee"); the pronoun "I" ends
+    a run."""
     terms = [_bare(x) for t in written for x in (t[0], t[2])]
+    said = _plain(_bare(text))
+    unsaid = [t for t in terms if not _words_in(_plain(t), said)]  # written terms the statement spells otherwise
     out: list[str] = []
     for run in _NAME.finditer(text):
         found = run.group()
@@ -109,14 +115,19 @@ def unwritten_names(text: str, written: Sequence[Sequence[str]]) -> list[str]:
             if len(re.findall(_CAP, name)) < 2 or name in out:
                 continue
             k = _bare(name)
-            if not any(_words_in(k, t) or _words_in(t, k) for t in terms) and not known_near([k], terms):
+            if not any(_words_in(k, t) or _words_in(t, k) for t in terms) and not known_near([k], unsaid):
                 out.append(name)
     return out
 
 
 def _bare(name: str) -> str:
-    """`_key` with each word's possessive dropped: "Among Roche's" holds the written "Roche"."""
+    """`_key` with each word's possessive dropped: "Nestle's Bo Wu" holds the written "Nestle"."""
     return re.sub(r"['’]s\b", "", _key(name))
+
+
+def _plain(text: str) -> str:
+    """Words without the punctuation around them: "BMW." is the word "bmw" of a sentence."""
+    return " ".join(re.findall(r"[\w&'’-]+", text))
 
 
 def _words_in(part: str, whole: str) -> bool:
