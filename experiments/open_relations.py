@@ -56,8 +56,9 @@ rank R (alpha 2R, as notebook 02's 16 and 32), `--rank-table` prints rank 64 aga
 trains nothing: the adapter at `--adapter-out` is the mean of the adapters' weight updates (`make_soup`), scored as a
 trained one; `--soup-table` prints the soups against their members (SOUP_RUNS); `--named-table` prints notebook 02's
 adapter with and without `--named-writes` (NAMED_RUNS). `--paper-loss-mask` trains with the paper's loss mask (loss
-on the calls and answers only), the recipe of notebook 02's masked adapter (`--open-n 360` at seed 0 reuses it);
-`--mask-table` prints it against the whole-sequence adapter, both with notebook 03's rules (MASK_RUNS).
+on the calls and answers only), the recipe of notebook 02's masked adapter (`--open-n 360` at seed 0 reuses it where
+`--adapter-out` holds a copy of it, and trains it again anywhere else); `--mask-table` prints it against the
+whole-sequence adapter, both with notebook 03's rules (MASK_RUNS).
 """
 
 from __future__ import annotations
@@ -545,11 +546,12 @@ def soup_table() -> str:
 
 # notebook 02's adapter decoded with notebook 03's controller rules on xllamacpp, without and with the named-writes rule
 # (a name the statement says that no write holds written as its likeliest call; --named-writes), then with the rule
-# as it is now (a sentence's first word kept in a name unless it begins sentences, not names)
+# as it is now (a sentence's first word kept in a name unless it begins sentences, not names; a slip of a written term
+# written only when the statement never says the term)
 NAMED_RUNS = {
     "notebook 03's rules": ("open_relations_soup", "committed (notebook 02)"),
     "with named writes": ("open_relations_named", "with open relations"),
-    "with named writes, a sentence's first word kept": ("open_relations_named_first_word", "with open relations"),
+    "with named writes, the sentence-start and slip rules": ("open_relations_named_first_word", "with open relations"),
 }
 NAMED_ROWS = (  # the read rows unchanged by a write rule once, not per query type
     *MORE_ROWS,
