@@ -547,7 +547,7 @@ def soup_table() -> str:
 # notebook 02's adapter decoded with notebook 03's controller rules on xllamacpp, without and with the named-writes rule
 # (a name the statement says that no write holds written as its likeliest call; --named-writes), then with the rule
 # as it is now (a sentence's first word kept in a name unless it begins sentences, not names; a slip of a written term
-# written only when the statement never says the term)
+# counted as written only when the statement never says the term)
 NAMED_RUNS = {
     "notebook 03's rules": ("open_relations_soup", "committed (notebook 02)"),
     "with named writes": ("open_relations_named", "with open relations"),
@@ -752,7 +752,8 @@ def main() -> None:
     ap.add_argument(
         "--paper-loss-mask",
         action="store_true",
-        help="train with the paper's loss mask (API calls and answers only), as notebook 02's masked adapter",
+        help="train with the paper's loss mask (API calls and answers only), as notebook 02's masked adapter (reused "
+        "where --adapter-out holds a copy of it; else trained there, whatever the folder's name)",
     )
     ap.add_argument(
         "--epochs", type=int, default=None, help="training epochs over the same rows (default: the cpu profile's 1)"

@@ -92,16 +92,16 @@ def coordinated_writes(text: str, written: Sequence[Sequence[str]]) -> list[Trip
 
 
 def unwritten_names(text: str, written: Sequence[Sequence[str]]) -> list[str]:
-    """The names of two or more capitalised words in `text` that no written term holds, contains or is part of
-    ("Prime Minister Ivan Kostov" is written as "Ivan Kostov"; "Nestle's Bo Wu" holds a written "Nestle",
-    the possessive dropped), in text order, each once. A name that types a written term with a slip
-    (`copying.known_near`) counts as written only when the statement never says that term itself: the write
-    corrected the statement's spelling ("Johnsoon & Johnson pays ..." written as "Johnson & Johnson"), whereas "Bo Xu
-    and Bo Wu" are two people. A sentence's first word is capitalised anyway: it is left out of a name when it is a
-    word that begins sentences, not names (`_NOT_NAME_START`: "The East", "In May" are no names), and kept otherwise
-    ("Bo Wu invests in it." says Bo Wu; "Goldman Sachs Group hired Ann Lee." holds a written "Goldman Sachs"), so a
-    capitalised noun that begins a sentence joins the name after it ("Shareholders Ann Lee"); the pronoun "I" ends
-    a run."""
+    """The names of two or more capitalised words in `text` that no written term holds, contains or is part of ("Prime
+    Minister Ivan Kostov" is written as "Ivan Kostov"; "Nestle's Bo Wu" holds a written "Nestle", the possessive
+    dropped, so Bo Wu there is not looked for), in text order, each once. A name that types a written term with a slip
+    (`copying.known_near`) counts as written only when the statement never says that term itself: the write corrected
+    the statement's spelling ("Johnsoon & Johnson pays ..." written as "Johnson & Johnson"), whereas "Bo Xu and Bo Wu"
+    are two people. A sentence's first word is capitalised anyway: it is left out of a name when it is a word that
+    begins sentences, not names (`_NOT_NAME_START`: "The East" is no name, though "In May Ann Lee ..." gives "May Ann
+    Lee"), and kept otherwise ("Bo Wu invests in it." says Bo Wu; "Goldman Sachs Group hired Ann Lee." holds a written
+    "Goldman Sachs"), so a capitalised noun that begins a sentence joins the name after it ("Shareholders Ann Lee"); the
+    pronoun "I" ends a run."""
     terms = [_bare(x) for t in written for x in (t[0], t[2])]
     said = _plain(_bare(text))
     unsaid = [t for t in terms if not _words_in(_plain(t), said)]  # written terms the statement spells otherwise
