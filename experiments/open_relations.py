@@ -58,7 +58,8 @@ trained one; `--soup-table` prints the soups against their members (SOUP_RUNS); 
 adapter with and without `--named-writes` (NAMED_RUNS). `--paper-loss-mask` trains with the paper's loss mask (loss
 on the calls and answers only), the recipe of notebook 02's masked adapter (`--open-n 360` at seed 0 reuses it where
 `--adapter-out` holds a copy of it, and trains it again anywhere else); `--mask-table` prints it against the
-whole-sequence adapter, both with notebook 03's rules (MASK_RUNS).
+whole-sequence adapter, both with notebook 03's rules (MASK_RUNS), `--mask-seeds-table` both losses at three training
+seeds and the soup of one adapter per loss (MASK_SEED_RUNS).
 """
 
 from __future__ import annotations
@@ -123,7 +124,9 @@ def make_soup(members: list[Path], out: Path, base: Any = None) -> dict[str, Any
         "steps": sum(m["steps"] for m in metas),
         "tokens_per_epoch": metas[0].get("tokens_per_epoch"),
         "examples": metas[0].get("examples"),
-        "members": [{k: m.get(k) for k in ("seed", "train_seconds", "steps", "tokens_per_epoch")} for m in metas],
+        "members": [
+            {k: m.get(k) for k in ("seed", "loss", "train_seconds", "steps", "tokens_per_epoch")} for m in metas
+        ],
     }
 
 
@@ -287,10 +290,13 @@ BALANCE_ROWS = (  # MORE_ROWS with the test split's read calls and answers of th
 
 
 def spread_markdown(
-    runs: dict[str, tuple[dict[str, Any], str]], means: dict[str, list[str]] | None = None, rows=SPREAD_ROWS
+    runs: dict[str, tuple[dict[str, Any], str]],
+    means: dict[str, list[str]] | None = None,
+    rows=SPREAD_ROWS,
+    stored: bool = True,
 ) -> str:
     """A table with one column per run (label -> (result, pass name)) and, per `means` entry, the mean over its
-    columns; statements as "k/n" (a mean: k averaged)."""
+    columns; statements as "k/n" (a mean: k averaged); `stored=False` leaves out the rows with rule writes."""
     cols, means = list(runs), means or {}
     values: list[tuple[str, list[Any]]] = []
     for label, path in rows:
@@ -304,11 +310,11 @@ def spread_markdown(
     for split in ("test", "paraphrase"):
         row = [_synthetic_statements(res["passes"][name], split) for res, name in runs.values()]
         values.append((f"{split} split: statements of the five relations exact", row))
-        stored = [
+        stored_row = [
             _synthetic_statements(res["passes"][name], split, "stored_exact_by_phrasing") for res, name in runs.values()
         ]
-        if any(stored):  # runs since the coordinated-writes rule save the turn's writes too
-            values.append((f"{split} split: the same, the turn's writes (rule writes included) exact", stored))
+        if stored and any(stored_row):  # runs since the coordinated-writes rule save the turn's writes too
+            values.append((f"{split} split: the same, the turn's writes (rule writes included) exact", stored_row))
 
     def fmt(v: Any, count: int | None = None) -> str:
         if v is None:
@@ -587,6 +593,39 @@ def mask_table() -> str:
     return spread_markdown(_saved(MASK_RUNS), None, NAMED_ROWS)
 
 
+# three training seeds of each loss (--train-seed), decoded with notebook 03's rules on xllamacpp, and the mean of
+# notebook 02's two adapters' weight updates (--soup, one per loss): the whole-sequence seeds are the soup section's
+# (without named writes), the others ran with named writes, so the table holds only rows that a write rule cannot
+# change (the model's own calls, first facts, reads and answers)
+MASK_SEED_RUNS = {
+    "whole sequence, seed 0 (notebook 02)": ("open_relations_soup", "committed (notebook 02)"),
+    "whole sequence, seed 1": ("open_relations_soup_seed1", "with open relations"),
+    "whole sequence, seed 2": ("open_relations_soup_seed2", "with open relations"),
+    "loss mask, seed 0 (notebook 02)": ("open_relations_masked", "with open relations"),
+    "loss mask, seed 1": ("open_relations_masked_seed1", "with open relations"),
+    "loss mask, seed 2": ("open_relations_masked_seed2", "with open relations"),
+    "soup of the two seed-0 adapters": ("open_relations_soup_losses", "with open relations"),
+}
+MASK_SEED_MEANS = {"whole sequence": list(MASK_SEED_RUNS)[:3], "loss mask": list(MASK_SEED_RUNS)[3:6]}
+MASK_SEED_ROWS = (  # EPOCHS_ROWS with the model's own writes per statement shape (calls, no rule writes)
+    *EPOCHS_ROWS,
+    *(
+        (f"{split} split: {shape} statements exact by calls", [split, "writes_exact_by_phrasing", shape])
+        for split, shapes in (
+            ("test", ("verb", "passive", "org_active", "gapping", "coordinated", "relative_two")),
+            ("paraphrase", ("cleft", "get_passive", "inversion", "new_verb", "respectively")),
+        )
+        for shape in shapes
+    ),
+)
+
+
+def mask_seeds_table() -> str:
+    """experiments/README.md's table of the paper's loss mask against the whole-sequence loss over three seeds, and
+    the two losses' soup."""
+    return spread_markdown(_saved(MASK_SEED_RUNS), MASK_SEED_MEANS, MASK_SEED_ROWS, stored=False)
+
+
 def rank_table() -> str:
     """experiments/README.md's table of LoRA rank 64 against notebook 02's 16 over three seeds, from the JSONs."""
     return spread_markdown(_saved(RANK_RUNS), RANK_MEANS, RANK_ROWS)
@@ -804,6 +843,11 @@ def main() -> None:
     ap.add_argument(
         "--mask-table", action="store_true", help="print notebook 02's masked adapter against its whole-sequence one"
     )
+    ap.add_argument(
+        "--mask-seeds-table",
+        action="store_true",
+        help="print the loss mask against the whole sequence at three seeds, and the two losses' soup",
+    )
     a = ap.parse_args()
     tables = {
         "seeds_table": seeds_table,
@@ -820,6 +864,7 @@ def main() -> None:
         "soup_table": soup_table,
         "named_table": named_table,
         "mask_table": mask_table,
+        "mask_seeds_table": mask_seeds_table,
     }
     for flag, table in tables.items():
         if getattr(a, flag):
@@ -898,6 +943,9 @@ def main() -> None:
             retrain=retrain,
             **sft,
         ).meta
+    loss = "masked" if a.paper_loss_mask else "whole_sequence"
+    if a.soup:  # its members' losses, in order ("whole_sequence+masked": one member of each)
+        loss = "+".join(dict.fromkeys(m["loss"] for m in meta["members"]))
     made = f"a soup of {len(a.soup)} adapters, trained" if a.soup else "trained"
     print(f"{made} {meta['train_seconds'] / 60:.1f} min, {meta['steps']} steps, {meta.get('tokens_per_epoch')} tokens")
     if a.train_only:
@@ -942,7 +990,7 @@ def main() -> None:
         "read_names_from_user": a.read_names_from_user,
         "coordinated_writes": a.coordinated_writes,
         "named_writes": a.named_writes,
-        "loss": "masked" if a.paper_loss_mask else "whole_sequence",
+        "loss": loss,
         "epochs": config.epochs,
         "neftune_noise_alpha": a.neftune,
         "lora_r": config.lora_r,

@@ -125,6 +125,7 @@ def test_the_readme_table_is_the_committed_results():
     assert mod.soup_table() in readme  # two seeds' weight updates averaged against each seed, two recipes
     assert mod.named_table() in readme  # notebook 02's adapter with and without the named-writes rule
     assert mod.mask_table() in readme  # notebook 02's masked adapter against its whole-sequence one
+    assert mod.mask_seeds_table() in readme  # the loss mask against the whole sequence at three seeds; their soup
 
 
 def test_more_relations_add_predicates_but_never_a_held_out_one():
@@ -166,11 +167,12 @@ def test_a_soup_adapter_is_the_mean_of_its_members_weight_updates(tmp_path):
         deltas.append(layer.get_delta_weight("default").detach().clone())
         m.save_pretrained(tmp_path / f"m{seed}")
         (tmp_path / f"m{seed}" / "train_meta.json").write_text(
-            json.dumps({"seed": seed, "train_seconds": 1, "steps": 2})
+            json.dumps({"seed": seed, "train_seconds": 1, "steps": 2, "loss": ("whole_sequence", "masked")[seed]})
         )
         members.append(tmp_path / f"m{seed}")
     meta = mod.make_soup(members, tmp_path / "soup", base=copy.deepcopy(base))  # make_soup adds LoRA layers to it
     assert meta["steps"] == 4 and [m["seed"] for m in meta["members"]] == [0, 1]
+    assert [m["loss"] for m in meta["members"]] == ["whole_sequence", "masked"]  # a soup across losses says so
     soup = PeftModel.from_pretrained(base, str(tmp_path / "soup"))
     got = soup.base_model.model.model.layers[0].self_attn.q_proj.get_delta_weight("default")
     assert soup.peft_config["default"].r == 4
