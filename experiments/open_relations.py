@@ -59,7 +59,7 @@ adapter with and without `--named-writes` (NAMED_RUNS). `--paper-loss-mask` trai
 on the calls and answers only), the recipe of notebook 02's masked adapter (`--open-n 360` at seed 0 reuses it where
 `--adapter-out` holds a copy of it, and trains it again anywhere else); `--mask-table` prints it against the
 whole-sequence adapter, both with notebook 03's rules (MASK_RUNS), `--mask-seeds-table` both losses at three training
-seeds and the soup of one adapter per loss (MASK_SEED_RUNS).
+seeds, each loss's three-seed soup and the soup of one adapter per loss (MASK_SEED_RUNS).
 """
 
 from __future__ import annotations
@@ -593,10 +593,10 @@ def mask_table() -> str:
     return spread_markdown(_saved(MASK_RUNS), None, NAMED_ROWS)
 
 
-# three training seeds of each loss (--train-seed), decoded with notebook 03's rules on xllamacpp, and the mean of
-# notebook 02's two adapters' weight updates (--soup, one per loss): the whole-sequence seeds are the soup section's
-# (without named writes), the others ran with named writes, so the table holds only rows that a write rule cannot
-# change (the model's own calls, first facts, reads and answers)
+# three training seeds of each loss (--train-seed), decoded with notebook 03's rules on xllamacpp, each loss's soup of
+# its three seeds, and the mean of notebook 02's two adapters' weight updates (--soup, one per loss): the
+# whole-sequence runs are the soup section's (without named writes), the others ran with named writes, so the table
+# holds only rows that a write rule cannot change (the model's own calls, first facts, reads and answers)
 MASK_SEED_RUNS = {
     "whole sequence, seed 0 (notebook 02)": ("open_relations_soup", "committed (notebook 02)"),
     "whole sequence, seed 1": ("open_relations_soup_seed1", "with open relations"),
@@ -604,6 +604,8 @@ MASK_SEED_RUNS = {
     "loss mask, seed 0 (notebook 02)": ("open_relations_masked", "with open relations"),
     "loss mask, seed 1": ("open_relations_masked_seed1", "with open relations"),
     "loss mask, seed 2": ("open_relations_masked_seed2", "with open relations"),
+    "whole sequence, soup of seeds 0, 1 and 2": ("open_relations_soup3", "with open relations"),
+    "loss mask, soup of seeds 0, 1 and 2": ("open_relations_masked_soup3", "with open relations"),
     "soup of the two seed-0 adapters": ("open_relations_soup_losses", "with open relations"),
 }
 MASK_SEED_MEANS = {"whole sequence": list(MASK_SEED_RUNS)[:3], "loss mask": list(MASK_SEED_RUNS)[3:6]}
@@ -621,8 +623,8 @@ MASK_SEED_ROWS = (  # EPOCHS_ROWS with the model's own writes per statement shap
 
 
 def mask_seeds_table() -> str:
-    """experiments/README.md's table of the paper's loss mask against the whole-sequence loss over three seeds, and
-    the two losses' soup."""
+    """experiments/README.md's table of the paper's loss mask against the whole-sequence loss over three seeds, each
+    loss's three-seed soup, and the two losses' soup."""
     return spread_markdown(_saved(MASK_SEED_RUNS), MASK_SEED_MEANS, MASK_SEED_ROWS, stored=False)
 
 
@@ -846,7 +848,7 @@ def main() -> None:
     ap.add_argument(
         "--mask-seeds-table",
         action="store_true",
-        help="print the loss mask against the whole sequence at three seeds, and the two losses' soup",
+        help="print the loss mask against the whole sequence at three seeds, and their soups",
     )
     a = ap.parse_args()
     tables = {
