@@ -125,7 +125,7 @@ def test_the_readme_table_is_the_committed_results():
     assert mod.soup_table() in readme  # two seeds' weight updates averaged against each seed, two recipes
     assert mod.named_table() in readme  # notebook 02's adapter with and without the named-writes rule
     assert mod.mask_table() in readme  # notebook 02's masked adapter against its whole-sequence one
-    assert mod.mask_seeds_table() in readme  # the loss mask against the whole sequence at three seeds; their soup
+    assert mod.mask_seeds_table() in readme  # the loss mask against the whole sequence at three seeds; soups
 
 
 def test_more_relations_add_predicates_but_never_a_held_out_one():
