@@ -60,7 +60,7 @@ LEVER_RUNS: dict[str, list[tuple[str, str]]] = {
     "soup, loss mask": [("open_relations_masked_soup3", NEW)],
     "soup, both losses": [("open_relations_soup_losses", NEW)],
 }
-# the kit's goals for these numbers (RET-LLM, round 2): test split >= 0.98 on every query type, paraphrase writes
+# the kit's goals for these numbers (RET-LLM): test split >= 0.98 on every query type, paraphrase writes
 # >= 0.90 and answers >= 0.95, held-out relations' writes >= 0.70 and read-back answers >= 0.80
 GOALS = {"test": 0.98, "paraphrase": 0.90, "first fact": 0.70, "read back": 0.80, "test answers": 0.98}
 GOALS["paraphrase answers"] = 0.95
