@@ -24,7 +24,7 @@ FIGURE = Path(__file__).resolve().parents[1] / "figures" / "retllm_levers.png"
 NEW = "with open relations"  # the pass name of a run's own adapter; notebook 02's is "committed (notebook 02)"
 # lever -> its adapters, one per training seed (or one soup): (results file under experiments/results, pass name)
 LEVER_RUNS: dict[str, list[tuple[str, str]]] = {
-    "notebook 02's recipe": [
+    "lr 1e-3 (notebook 02's former recipe)": [
         ("open_relations_soup", "committed (notebook 02)"),
         ("open_relations_soup_seed1", NEW),
         ("open_relations_soup_seed2", NEW),
@@ -49,7 +49,7 @@ LEVER_RUNS: dict[str, list[tuple[str, str]]] = {
         ("open_relations_masked_seed1", NEW),
         ("open_relations_masked_seed2", NEW),
     ],
-    "learning rate 2e-3": [
+    "lr 2e-3 (notebook 02's recipe since)": [
         ("open_relations_lr2e-3", NEW),
         ("open_relations_lr2e-3_seed1", NEW),
         ("open_relations_lr2e-3_seed2", NEW),
@@ -183,7 +183,7 @@ def figure(scores: dict[str, list[dict[str, Any]]], path: Path = FIGURE) -> Path
     for i, (lever, adapters) in enumerate(scores.items()):
         x = [a["test"][0] for a in adapters]
         style = dict(marker=markers[i % len(markers)], s=45, color=colors[(2 * i) % 20 + (i >= 10)], label=lever)
-        if i == 0:  # notebook 02's recipe
+        if i == 0:  # notebook 02's former recipe, the baseline every lever was measured against
             style.update(color="black", s=90, zorder=3)
         axes[0].scatter(x, [a["paraphrase"][0] for a in adapters], **style)
         axes[1].scatter(x, [a["first fact"] * 48 for a in adapters], **style)
