@@ -924,8 +924,9 @@ def main() -> None:
     train_seed = a.seed if a.train_seed is None else a.train_seed
     epochs = {} if a.epochs is None else {"epochs": a.epochs}
     rank = {} if a.lora_r is None else {"lora_r": a.lora_r, "lora_alpha": 2 * a.lora_r}  # in the recipe: retrains
-    lr = {"lr": a.lr}  # in the recipe too
-    config = RetLLMConfig.for_profile("cpu", seed=train_seed, phrasings="wide", **epochs, **rank, **lr)
+    config = RetLLMConfig.for_profile(
+        "cpu", seed=train_seed, phrasings="wide", lr=a.lr, **epochs, **rank
+    )  # the rate is in the recipe too
     dd = load_synthetic("cpu", a.seed, "wide")
     if a.notebook_03:
         a.copy_relations, a.five_relations, a.read_relation_likely = True, True, True
