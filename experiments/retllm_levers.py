@@ -44,7 +44,7 @@ LEVER_RUNS: dict[str, list[tuple[str, str]]] = {
         ("open_relations_rank64_seed2_in_order", NEW),
     ],
     "multi-fact shapes twice": [("open_relations_multi2", NEW), ("open_relations_multi2_seed1", NEW)],
-    "the paper's loss mask": [
+    "the paper's loss mask, lr 1e-3": [
         ("open_relations_masked", NEW),
         ("open_relations_masked_seed1", NEW),
         ("open_relations_masked_seed2", NEW),
@@ -53,6 +53,11 @@ LEVER_RUNS: dict[str, list[tuple[str, str]]] = {
         ("open_relations_lr2e-3", NEW),
         ("open_relations_lr2e-3_seed1", NEW),
         ("open_relations_lr2e-3_seed2", NEW),
+    ],
+    "the paper's loss mask, lr 2e-3": [
+        ("open_relations_masked_lr2e-3", NEW),
+        ("open_relations_masked_lr2e-3_seed1", NEW),
+        ("open_relations_masked_lr2e-3_seed2", NEW),
     ],
     "soup, seeds 0 and 1": [("open_relations_soup", NEW)],
     "soup, seeds 0, 1 and 2": [("open_relations_soup3", NEW)],

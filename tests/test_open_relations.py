@@ -127,6 +127,7 @@ def test_the_readme_table_is_the_committed_results():
     assert mod.mask_table() in readme  # notebook 02's masked adapter against its whole-sequence one
     assert mod.mask_seeds_table() in readme  # the loss mask against the whole sequence at three seeds; soups
     assert mod.lr_table() in readme  # a learning rate of 2e-3 against notebook 02's 1e-3, three seeds
+    assert mod.mask_lr_table() in readme  # the two losses at 2e-3, three seeds each
 
 
 def test_more_relations_add_predicates_but_never_a_held_out_one():
