@@ -130,6 +130,7 @@ def load_retllm(
         read_relations="likely",
         answer_form=answer_form,
         no_answer=no_answer,
+        facts_in_order=True,  # the reply's facts in its order, none skipped, as training answers state them
         either_order=True,  # "How are Ann and SAP connected?" read as (SAP, , Ann) still finds (Ann, employed by, SAP)
         either_role=True,  # "Who is tied to IKEA?" read as (IKEA, , ?) asks (?, , IKEA) when IKEA is only an object
         coordinated_writes=True,  # "Ann Lee and Bo Wu work at BMW" with only Ann Lee written: Bo Wu too, as Ann Lee
