@@ -798,7 +798,8 @@ def main() -> None:
         "--notebook-03",
         action="store_true",
         help="decode as notebook 03's RET-LLM rows do: a write's relation one of the five names or the user's words, "
-        "a read's as --read-relation-likely, answer names copied, either_order (overrides the --copy flags)",
+        "a read's as --read-relation-likely, answer names copied, either_order (overrides the --copy flags); "
+        "notebook 03's facts_in_order is --facts-in-order here",
     )
     ap.add_argument(
         "--facts-in-order",
