@@ -4,12 +4,15 @@
     .venv/bin/python experiments/chat_accuracy.py --variants llama.cpp --llama-cpp-src DIR --out chat_accuracy_llamacpp
     .venv/bin/python experiments/chat_accuracy.py --variants xllamacpp --loss whole_sequence \
         --out chat_accuracy_xllamacpp_whole_sequence   # the prebuilt llama.cpp, notebook 09's default engine
+    .venv/bin/python experiments/chat_accuracy.py --variants xllamacpp --loss whole_sequence --notebook-03 \
+        --out chat_accuracy_xllamacpp_notebook03       # with every rule notebook 03 decodes with today
 
 Every variant is notebook 02's cpu adapter on one of benchmarks/bench_controller.py's decoding paths
 (`models.for_chat`; llama-cpp-python with the adapter converted to a GGUF LoRA; or the prebuilt xllamacpp with the
-adapter merged into the weights as Q8_0, as notebook 09 runs it), scored
-exactly as notebook 03 scores its passes
-(names copied, answers held to the reply's facts, LSH memory, MiniLM with the calibrated thresholds); `differs`
+adapter merged into the weights as Q8_0, as notebook 09 runs it), scored as notebook 03 scored its passes when the
+first of these ran (names copied, answers held to the reply's facts, LSH memory, MiniLM with the calibrated thresholds),
+or, with `--notebook-03`, with every rule notebook 03's parameters turn on by default now (the relation rules, the read
+rules, the write rules, the answer's names held and the reply's facts in order); `differs`
 counts examples whose calls or answer differ from notebook 03's own pass of the same adapter (the adapter
 unmerged, fp32), the reference row:
 `--loss paper` (the default: the adapter the controller benchmark times) is notebook 03's "paper's loss mask" pass,
@@ -54,6 +57,7 @@ def main() -> None:
     ap.add_argument("--phrasings", default="wide", help="the synthetic build notebook 03 scored (its default: wide)")
     ap.add_argument("--llama-cpp-src", default=os.environ.get("LLAMA_CPP_SRC"), help="for the llama.cpp variant")
     ap.add_argument("--out", default="chat_accuracy")
+    ap.add_argument("--notebook-03", action="store_true", help="decode with notebook 03's default rules (see above)")
     a = ap.parse_args()
     variants = [v.strip() for v in a.variants.split(",")]
     if unknown := [v for v in variants if v not in VARIANTS]:
@@ -66,7 +70,7 @@ def main() -> None:
     from retllm_utils.models import for_chat, load_embedder, load_model
     from retllm_utils.paths import run_dir
     from retllm_utils.retllm.evaluation import evaluate_retllm, summarize
-    from retllm_utils.retllm.synthetic import company_names, load_synthetic
+    from retllm_utils.retllm.synthetic import company_names, load_synthetic, relation_vocabulary
 
     set_threads(a.threads)
     rows = list(load_synthetic("cpu", 0, a.phrasings)["test"])[: a.n]
@@ -80,6 +84,19 @@ def main() -> None:
     if ref_file.is_file():
         ref, reference = pd.read_json(ref_file, lines=True).iloc[: len(rows)], ref_file.name
         out = {"notebook 03": _row("notebook 03 (fp32, adapter unmerged)", summarize(ref), len(ref), 0)}
+    rules = {}
+    if a.notebook_03:  # notebook 03's parameters' defaults, as its RET-LLM passes pass them to evaluate_retllm
+        rules = dict(
+            relation_names=relation_vocabulary(),
+            read_relations="likely",
+            answer_names=True,
+            facts_in_order=True,
+            either_order=True,
+            either_role=True,
+            read_names_from_user=True,
+            coordinated_writes=True,
+            named_writes=True,
+        )
     runs = {}
     for v in variants:
         dtype, compiled = VARIANTS[v]
@@ -102,6 +119,7 @@ def main() -> None:
             known_names=company_names(),  # as notebook 03
             desc=v,
             generator=generator,
+            **rules,
         )
         seconds = time.perf_counter() - t0
         ref = df if ref is None else ref
@@ -111,6 +129,7 @@ def main() -> None:
         runs[v] = {
             "adapter": str(adapter.relative_to(adapter.parents[2])),
             "reference": reference,
+            "rules": sorted(rules) or "names copied, answers held to the reply's facts",
             "seconds": seconds,
             "differs": differs,
             "scores": t.round(6).to_dict(orient="index"),  # 4 digits rounded 206/226 to 0.9115, printed 0.911
