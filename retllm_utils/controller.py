@@ -21,7 +21,8 @@ the role the memory never gives it asks for it in the other role (`either_role`)
 is answered in the same words (`no_answer`). Two write rules beyond the paper: a name listed with a written one that no
 write holds is written as the list's written names are (`coordinated_writes`, `chat.coordination`); then, in a turn
 that wrote and read nothing else, a name the statement says that no write holds is written as its likeliest call
-(`named_writes`, `_named_writes`).
+(`named_writes`, `_named_writes`). One decoding rule acts before them: after a write, the next call writes the
+statement's first name that no write holds, the model choosing its relation and object (`write_every_name`).
 """
 
 from __future__ import annotations
@@ -356,6 +357,7 @@ class RetLLMController:
         facts_in_order: bool = False,
         coordinated_writes: bool = False,
         named_writes: bool = False,
+        write_every_name: bool = False,
     ):
         self.generator, self.memory, self.prompt_fn, self.max_calls = generator, memory, prompt_fn, max_calls
         # call terms copy the user's words or stored phrases (`chat.copying`; beyond the paper)
@@ -399,6 +401,11 @@ class RetLLMController:
         # sometimes ends a turn before a sentence's second clause ("Cisco, which Ann Lee runs, has Bo Wu as a
         # shareholder")
         self.named_writes = named_writes
+        # with `copy_names` and `relation_names`: while the model writes (a statement, no "?"), after a write whose
+        # relations are all `relation_names`, the next call is a write whose subject is the statement's first name no
+        # write holds (`chat.coordination.EveryName`; beyond the paper): the model writes a list's names in order and
+        # does not end the turn before the last, choosing each one's relation and object itself
+        self.write_every_name = write_every_name
         self.max_results = max_results  # a broad read on a large memory must not overflow the model's context
         self.max_writes = max_writes  # per turn: a runaway model cannot write thousands of triples
         # a write call that repeats one of the turn's ends the turn, unkept (`repeated_write`; beyond the paper)
@@ -433,6 +440,11 @@ class RetLLMController:
                 read_relations=self.read_relations,
                 read_stored_names=not self.read_names_from_user,
             )
+            if self.write_every_name and self.relation_names and "?" not in user_text:
+                from .chat.coordination import EveryName
+
+                every = EveryName(user_text, frozenset(self.relation_names), self.known_names)
+                allowed = dataclasses.replace(allowed, every_name=every)
             copy = {"allowed": allowed}
         generated, trace, writes, dropped_writes, answer = "", [], 0, 0, {}
         answering = False  # after a read: the continuation is the answer

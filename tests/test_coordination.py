@@ -1,10 +1,13 @@
 """Coordinated names written alike: the lists found in a statement, the facts they imply, the controller rule."""
 
+import dataclasses
+
 import pandas as pd
 import pytest
+import torch
 
 from retllm_utils.api import Triple
-from retllm_utils.chat.coordination import coordinated_writes, name_lists, unwritten_names
+from retllm_utils.chat.coordination import EveryName, coordinated_writes, name_lists, unwritten_names
 from retllm_utils.chat.session import trace_lines
 from retllm_utils.controller import RetLLMController, ScriptedGenerator
 from retllm_utils.memory import TripleMemory
@@ -196,3 +199,119 @@ def test_named_writes_keep_the_turns_write_cap():
     ctl = RetLLMController(gen, memory, lambda u: u, relation_names=names, named_writes=True, max_writes=1)
     turn = ctl.chat("Cisco, which Ann Lee runs, has Bo Wu as a shareholder.")
     assert len(memory) == 1 and gen.asked == [] and turn.trace[-1]["cause"] == "cap"
+
+
+FIVE = frozenset({"employed by", "investor in", "manager of", "founder of", "customer of"})
+
+
+@pytest.mark.parametrize(
+    "generated, subjects",
+    [
+        ("", []),  # the model chooses the first write itself
+        ("[MEM_WRITE{Ann Lee>>employed by>>BMW}]", ["Bo Wu"]),  # the first name no write holds, in text order
+        ("[MEM_WRITE{Ann Lee>>employed by>>BMW}][MEM_WRITE{Cy Ma>>employed by>>BMW}]", ["Bo Wu"]),
+        ("[MEM_WRITE{Ann Lee>>employed by>>BMW}][MEM_WRITE{Bo Wu>>employed by>>BMW}]", ["Cy Ma"]),
+        ("[MEM_WRITE{Ann Lee>>employed by>>BMW}][MEM_WRITE{Bo Wu>>employed by>>BMW}][MEM_WRITE{Cy Ma>>f", ["Cy Ma"]),
+        ("[MEM_WRITE{Ann Lee>>lives in>>BMW}]", []),  # a relation of the user's own words: subjects are not known
+        ("[MEM_WRITE{Ann Lee>>employed by>>BMW}][MEM_READ{Bo Wu>>employed by>>}:", []),  # a read: no statement turn
+    ],
+)
+def test_every_name_asks_for_the_first_unwritten_name_after_a_write(generated, subjects):
+    every = EveryName("Ann Lee, Bo Wu and Cy Ma work at BMW.", FIVE, ("BMW",))
+    assert every.subjects(generated) == subjects
+
+
+def test_every_name_never_makes_a_known_name_a_subject_and_offers_a_names_endings():
+    user = "Ann Lee works at Goldman Sachs, and Shareholders Bo Wu at Credit Suisse."
+    every = EveryName(user, FIVE, ("Credit Suisse",))
+    # Goldman Sachs is written (the first write's object); Credit Suisse is a known name, never a subject
+    assert every.subjects("[MEM_WRITE{Ann Lee>>employed by>>Goldman Sachs}]") == ["Shareholders Bo Wu", "Bo Wu"]
+    assert every.subjects("[MEM_WRITE{Ann Lee>>employed by>>Goldman Sachs}][MEM_WRITE{Bo Wu>>employed by>>BMW}]") == []
+
+
+@pytest.mark.model
+def test_copy_terms_with_every_name_write_the_skipped_name_instead_of_ending(smol):
+    # the processor alone: after the first write a model that would end the turn (its end token scored highest) or
+    # skip to the last name gets the next write's opener and the first unwritten name
+    from retllm_utils.chat.copying import CopyTerms, allowed_terms
+
+    _, tok = smol
+    user = "Ann Lee, Bo Wu and Cy Ma work at BMW."
+    allowed = allowed_terms(user, relations=FIVE)
+    every = dataclasses.replace(allowed, every_name=EveryName(user, FIVE, ("BMW",)))
+    end = tok.convert_tokens_to_ids("<|im_end|>")
+    for generated, want in [
+        ("[MEM_WRITE{Ann Lee>>employed by>>BMW}]", "[MEM_WRITE{Bo Wu>>"),
+        ("[MEM_WRITE{Ann Lee>>employed by>>BMW}][MEM_WRITE{", "Bo Wu>>"),
+    ]:
+        ids = tok(generated, add_special_tokens=False)["input_ids"]
+        cy = tok("Cy", add_special_tokens=False)["input_ids"][0]
+        scores = torch.zeros(1, len(tok))
+        scores[0, end], scores[0, cy] = 10.0, 9.0  # the model would end, or write Cy Ma next
+        for a, held in ((allowed, False), (every, True)):
+            pick = int(CopyTerms(tok, 0, a)(torch.tensor([ids]), scores.clone()).argmax())
+            piece = tok.decode([pick])
+            assert (piece and want.startswith(piece)) == held, (generated, held, piece)
+
+
+@pytest.mark.model
+def test_the_controller_writes_every_name_in_order_when_asked(smol):
+    # a model pushed to write Ann Lee, skip Bo Wu, write Cy Ma and end: with the rule the turn writes all three, in
+    # the statement's order, the model choosing each relation and object
+    from test_copying import _Push
+
+    from retllm_utils.controller import HFGenerator
+    from retllm_utils.prompts import chat_prompt
+
+    model, tok = smol
+    user = "Ann Lee, Bo Wu and Cy Ma work at BMW."
+    pushed = "[MEM_WRITE{Ann Lee>>employed by>>BMW}][MEM_WRITE{Cy Ma>>employed by>>BMW}]<|im_end|>"
+    subjects = {}
+    for rule in (False, True):
+        n = len(tok(chat_prompt(tok, user), add_special_tokens=False)["input_ids"])
+        gen = HFGenerator(model, tok, max_new_tokens=80, logits_processor=[_Push(tok, n, pushed)])
+        memory = TripleMemory(embedder=NgramEmbedder(), index="flat")
+        ctl = RetLLMController(
+            gen,
+            memory,
+            lambda u: chat_prompt(tok, u),
+            copy_names=True,
+            known_names=("BMW",),
+            relation_names=sorted(FIVE),
+            write_every_name=rule,
+        )
+        ctl.chat(user)
+        subjects[rule] = [t.subject for t in memory]
+    assert subjects[False] == ["Ann Lee", "Cy Ma"]
+    assert subjects[True][:3] == ["Ann Lee", "Bo Wu", "Cy Ma"]
+
+
+class _Recording(ScriptedGenerator):
+    """Keeps the terms each generator call was handed."""
+
+    def __init__(self, respond):
+        super().__init__(respond)
+        self.allowed = []
+
+    def __call__(self, text, pause=None, allowed=None, **kw):
+        self.allowed.append(allowed)
+        return super().__call__(text, pause, allowed, **kw)
+
+
+@pytest.mark.parametrize(
+    "user, kw, on",
+    [
+        ("Ann Lee and Bo Wu work at BMW.", {}, True),
+        ("Do Ann Lee and Bo Wu work at BMW?", {}, False),  # a question: the model may read after writing
+        ("Ann Lee and Bo Wu work at BMW.", {"write_every_name": False}, False),
+        ("Ann Lee and Bo Wu work at BMW.", {"relation_names": None}, False),  # no relations to hold writes to
+    ],
+)
+def test_every_name_reaches_the_generator_only_for_a_statement_with_relation_names(user, kw, on):
+    gen = _Recording(lambda t: "")
+    args = {"copy_names": True, "relation_names": sorted(FIVE), "write_every_name": True, **kw}
+    RetLLMController(gen, TripleMemory(embedder=NgramEmbedder(), index="flat"), lambda u: u, **args).chat(user)
+    every = gen.allowed[0].every_name
+    assert (every is not None) == on
+    if on:
+        assert every.statement == user and every.relations == FIVE

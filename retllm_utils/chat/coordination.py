@@ -8,17 +8,21 @@ list takes the one (role, relation, other term) that the list's written names sh
 `unwritten_names` finds the names of two or more capitalised words that a statement says and no write of the turn
 holds, in any sentence shape ("Cisco, which Ann Lee runs, has Bo Wu as a shareholder" → Bo Wu): the controller's
 `named_writes` rule then asks the model for each one's likeliest write (`RetLLMController(named_writes=True)`).
+Both act after the turn. `EveryName` acts while the model writes (`RetLLMController(write_every_name=True)`): after a
+write, the next call is another write whose subject is the first such name, so the model neither ends the turn nor
+skips a name while one is left, and chooses only the relation and the object.
 """
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from typing import Sequence
 
-from ..api import Triple
+from ..api import MemRead, MemWrite, Triple, parse_retllm
 from .copying import known_near
 
-__all__ = ["name_lists", "coordinated_writes", "unwritten_names"]
+__all__ = ["name_lists", "coordinated_writes", "unwritten_names", "EveryName"]
 
 # a capitalised word ("Kapoor-Shah", "O'Neil", "eBay"), and the lower-case particles a name may hold between two
 _CAP = r"(?:[A-Z]|[a-z]+[A-Z])\w*(?:[-'’]\w+)*"
@@ -118,6 +122,37 @@ def unwritten_names(text: str, written: Sequence[Sequence[str]]) -> list[str]:
             if not any(_words_in(k, t) or _words_in(t, k) for t in terms) and not known_near([k], unsaid):
                 out.append(name)
     return out
+
+
+@dataclass(frozen=True)
+class EveryName:
+    """A statement's names written in its order, none left out: while every write of the turn so far has one of
+    `relations` (the people–company relations, whose subject is always a person), the next write's subject is the
+    first name of two or more capitalised words that the statement says and no write holds (`unwritten_names`; a
+    `known` name, e.g. a company of the list, is never a subject). The model chose the first write itself, and
+    chooses each write's relation and object."""
+
+    statement: str
+    relations: frozenset[str]
+    known: tuple[str, ...] = ()
+
+    def subjects(self, generated: str) -> list[str]:
+        """The phrases the next write's subject may be: the first unwritten name and its endings of two or more
+        capitalised words ("Ann Lee" for "Shareholders Ann Lee"). Empty when the turn has no write yet, has a read,
+        has a write with another relation, or every name is written."""
+        calls = parse_retllm(generated)
+        written = [t for c in calls if isinstance(c, MemWrite) for t in c.triples]
+        read = any(isinstance(c, MemRead) for c in calls)
+        if not written or read or any(t[1] not in self.relations for t in written):
+            return []
+        known = [_key(k) for k in self.known]
+        for name in unwritten_names(self.statement, written):
+            if any(_words_in(k, _key(name)) for k in known) or known_near([name], self.known):
+                continue
+            words = name.split()
+            ends = (" ".join(words[i:]) for i in range(len(words)))
+            return [e for e in ends if len(re.findall(_CAP, e)) >= 2]
+        return []
 
 
 def _bare(name: str) -> str:

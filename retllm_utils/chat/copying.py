@@ -72,6 +72,8 @@ class AllowedTerms:
     read: frozenset[str]
     relations: frozenset[str] = frozenset()
     read_relations: frozenset[str] = frozenset()  # a read's relation (empty: free words)
+    # the statement's names every write turn holds (`coordination.EveryName`; None: the model may end or skip)
+    every_name: Any = None
 
 
 def user_spans(text: str, max_words: int = 6) -> set[str]:
@@ -326,6 +328,10 @@ class CopyTerms(_Choose):
     def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
         generated = self._generated(input_ids)
         state = _open_term(generated)
+        if self.allowed.every_name is not None:
+            held = self._next_name(scores, generated, state)
+            if held is not None:
+                return held
         parts = _open_parts(generated) if self.allowed.relations else None
         if parts is not None and len(parts[0]) == 2:  # a relation: copied too where asked
             phrases = self.allowed.read_relations if parts[1] else self.allowed.relations
@@ -340,6 +346,24 @@ class CopyTerms(_Choose):
             )
         # a read may leave the term unknown
         return self._copy(scores, state, self.allowed.read | {""} if state[2] else self.allowed.write)
+
+    def _next_name(
+        self, scores: torch.FloatTensor, generated: str, state: tuple[str, str, bool] | None
+    ) -> torch.FloatTensor | None:
+        """Between calls right after a write, and at a write's subject: the next write begins with the statement's
+        first unwritten name (`AllowedTerms.every_name`); None where that rule does not apply."""
+        if state is None:  # between calls: nothing since the last "]" but spaces and the start of a write's opener
+            end = generated.rfind("]")
+            tail = generated[end + 1 :]
+            if end < 0 or _in_relation(generated) or not RETLLM_WRITE_OPEN.startswith(tail.lstrip()):
+                return None
+            names = self.allowed.every_name.subjects(generated[: end + 1])
+            return self._copy(scores, (tail, ">>", False), [RETLLM_WRITE_OPEN + n for n in names]) if names else None
+        start = generated.rfind(RETLLM_WRITE_OPEN)
+        if state[2] or state[1] != ">>" or start < 0:  # a read, or a write's object
+            return None
+        names = self.allowed.every_name.subjects(generated[:start])
+        return self._copy(scores, state, names) if names else None
 
     def _copy(
         self, scores: torch.FloatTensor, state: tuple[str, str, bool], phrases: Iterable[str]

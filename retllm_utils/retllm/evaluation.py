@@ -177,6 +177,7 @@ def evaluate_retllm(
     facts_in_order: bool = False,
     coordinated_writes: bool = False,
     named_writes: bool = False,
+    write_every_name: bool = False,
 ) -> pd.DataFrame:
     """Every example through the controller with its scene in memory; one record per example.
 
@@ -194,7 +195,9 @@ def evaluate_retllm(
     `copy_names`, a read's names copy the user's words or a known name, no other stored name; `facts_in_order`: with
     `state_facts`, the facts in the reply's order, none skipped, as training states them (the model says where to
     stop); `coordinated_writes`: a listed name no write holds is written as the list's written names are;
-    `named_writes`: then a name of the statement no write holds is written as its likeliest call."""
+    `named_writes`: then a name of the statement no write holds is written as its likeliest call;
+    `write_every_name`: with `copy_names` and `relation_names`, after a write the next call writes the statement's
+    first unwritten name, the model choosing its relation and object (`coordination.EveryName`)."""
     rows = list(rows)
     gen = generator or HFGenerator(model, tokenizer, max_new_tokens=max_new_tokens)
     out = []
@@ -220,6 +223,7 @@ def evaluate_retllm(
             facts_in_order=facts_in_order,
             coordinated_writes=coordinated_writes,
             named_writes=named_writes,
+            write_every_name=write_every_name,
         )
         turn = ctl.chat(row["user"])
         written = [e["triple"] for e in turn.trace if e["event"] == "write"]
