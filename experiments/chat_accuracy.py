@@ -96,6 +96,7 @@ def main() -> None:
             read_names_from_user=True,
             coordinated_writes=True,
             named_writes=True,
+            write_every_name=True,
         )
     runs = {}
     for v in variants:

@@ -210,6 +210,7 @@ def test_the_auto_engine_is_xllamacpp_on_a_cpu_and_transformers_with_cuda(smol, 
     ctls, _, msg = loading.load_retllm("smollm2-135m-instruct", "smoke", "paper", **kw)
     assert isinstance(ctls["trained"].generator, XLlamaGenerator) and msg.endswith("on xllamacpp")
     assert ctls["trained"].facts_in_order  # the chat answers as notebook 03 scores it: the reply's facts in its order
+    assert ctls["trained"].write_every_name  # and writes a statement's names in its order, none skipped
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     assert loading.chat_engine("auto") == "transformers" and loading.chat_engine("xllamacpp") == "xllamacpp"
     with pytest.raises(ValueError, match="engine must be 'auto'"):
