@@ -401,10 +401,11 @@ class RetLLMController:
         # sometimes ends a turn before a sentence's second clause ("Cisco, which Ann Lee runs, has Bo Wu as a
         # shareholder")
         self.named_writes = named_writes
-        # with `copy_names` and `relation_names`: while the model writes (a statement, no "?"), after a write whose
-        # relations are all `relation_names`, the next call is a write whose subject is the statement's first name no
-        # write holds (`chat.coordination.EveryName`; beyond the paper): the model writes a list's names in order and
-        # does not end the turn before the last, choosing each one's relation and object itself
+        # with `copy_names` and `relation_names`: while the model writes (a statement, no "?"), after a write, while
+        # every write of the turn has one of `relation_names` and it has read nothing, the next call is a write whose
+        # subject is the statement's first name no write holds (`chat.coordination.EveryName`; beyond the paper): the
+        # model writes a list's names in order and does not end the turn before the last, choosing each one's relation
+        # and object itself
         self.write_every_name = write_every_name
         self.max_results = max_results  # a broad read on a large memory must not overflow the model's context
         self.max_writes = max_writes  # per turn: a runaway model cannot write thousands of triples

@@ -72,7 +72,7 @@ class AllowedTerms:
     read: frozenset[str]
     relations: frozenset[str] = frozenset()
     read_relations: frozenset[str] = frozenset()  # a read's relation (empty: free words)
-    # the statement's names every write turn holds (`coordination.EveryName`; None: the model may end or skip)
+    # the statement's names a writing turn must write (`coordination.EveryName`; None: the model may end or skip)
     every_name: Any = None
 
 

@@ -137,7 +137,7 @@ def load_retllm(
         # "Cisco, which Ann Lee runs, has Bo Wu as a shareholder" with only Ann Lee written: Bo Wu's likeliest call
         named_writes=True,
         # before both, while the model writes: after a write, the next call writes the statement's first name no write
-        # holds, so a list is written in order and the turn does not end a name early
+        # holds, so a list is written in order and the turn does not end before its last name
         write_every_name=True,
         # a free answer (a relation `answer_form` has no words for): its names the reply's or the user's, the reply's
         # paired as the reply pairs them, and it ends at a sentence said twice, as notebook 03 scores it
