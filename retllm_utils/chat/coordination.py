@@ -139,7 +139,7 @@ class EveryName:
     def subjects(self, generated: str) -> list[str]:
         """The phrases the next write's subject may be: the first unwritten name and its endings of two or more
         capitalised words ("Ann Lee" for "Shareholders Ann Lee"). Empty when the turn has no write yet, has a read,
-        has a write with another relation, or every name left is written or a known one."""
+        has a write with another relation, or every name the statement says is written or a known one."""
         calls = parse_retllm(generated)
         written = [t for c in calls if isinstance(c, MemWrite) for t in c.triples]
         read = any(isinstance(c, MemRead) for c in calls)
